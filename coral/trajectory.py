@@ -1,0 +1,242 @@
+"""The shared nouns of coral: Task, TestCase, execution results, Turn, Trajectory, Node.
+
+Everything that crosses a process boundary (rollout workers, sandbox, JSONL logs) is one of these
+plain dataclasses, and each round-trips through `to_dict` / `from_dict` as JSON-safe data.
+
+This module does NOT run code, call models or compute rewards; it only names things.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Sequence
+
+TestKind = Literal["assert", "stdio"]
+Verdict = Literal["pass", "fail", "error", "timeout", "memory", "output_limit"]
+VERDICTS: tuple[str, ...] = ("pass", "fail", "error", "timeout", "memory", "output_limit")
+
+
+@dataclass(frozen=True)
+class TestCase:
+    """One test of a task.
+
+    kind="assert": `code` is Python statements run after the solution; the function under test is
+    bound to the name `candidate` (HumanEval style: `assert candidate(2) == 4`). A raised exception
+    or failed assert is a failure.
+    kind="stdio": the program reads `stdin` and must print `expected_stdout` (compared after
+    stripping trailing whitespace on each line).
+    """
+
+    kind: TestKind
+    code: str = ""
+    stdin: str = ""
+    expected_stdout: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("assert", "stdio"):
+            raise ValueError(f"TestCase.kind must be 'assert' or 'stdio', got {self.kind!r}")
+        if self.kind == "assert" and not self.code.strip():
+            raise ValueError("TestCase.code is empty for an 'assert' test")
+
+
+@dataclass(frozen=True)
+class Task:
+    """A programming problem.
+
+    `prompt` is what a model sees (natural language + signature). `entry_point` names the function
+    under test ("" for stdin/stdout programs). `test_setup` is code run once before the tests (helper
+    functions, constants the tests use). Public tests may be shown to agents (feedback); private
+    tests are only for evaluation.
+    """
+
+    id: str
+    prompt: str
+    entry_point: str
+    public_tests: tuple[TestCase, ...]
+    private_tests: tuple[TestCase, ...]
+    reference: str | None = None
+    test_setup: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def all_tests(self) -> tuple[TestCase, ...]:
+        return self.public_tests + self.private_tests
+
+    @property
+    def io_style(self) -> TestKind:
+        return "stdio" if not self.entry_point else "assert"
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """The verdict of one test case, computed by the trusted parent, never by the child."""
+
+    verdict: Verdict
+    message: str = ""
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    peak_memory_mb: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """Results of running one program against a list of tests, in test order."""
+
+    tests: tuple[TestResult, ...]
+    error: str = ""  # set when the program could not be run at all (syntax error, sandbox failure)
+
+    @property
+    def num_passed(self) -> int:
+        return sum(t.passed for t in self.tests)
+
+    @property
+    def pass_fraction(self) -> float:
+        return self.num_passed / len(self.tests) if self.tests else 0.0
+
+    @property
+    def passed(self) -> bool:
+        """All tests passed (and there was at least one)."""
+        return bool(self.tests) and all(t.passed for t in self.tests)
+
+    @property
+    def wall_s(self) -> float:
+        return sum(t.wall_s for t in self.tests)
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(t.cpu_s for t in self.tests)
+
+    @property
+    def peak_memory_mb(self) -> float:
+        return max((t.peak_memory_mb for t in self.tests), default=0.0)
+
+    def feedback(self, tests: Sequence[TestCase], max_chars: int = 1500) -> str:
+        """Human-readable summary of failures, for refinement/debugger prompts."""
+        if self.error:
+            return f"The program could not run: {self.error}"[:max_chars]
+        lines = [f"{self.num_passed}/{len(self.tests)} tests passed."]
+        for case, res in zip(tests, self.tests):
+            if res.passed:
+                continue
+            shown = case.code.strip() if case.kind == "assert" else f"stdin={case.stdin!r}"
+            lines.append(f"- {res.verdict}: {shown} {res.message}".rstrip())
+        return "\n".join(lines)[:max_chars]
+
+
+@dataclass
+class Turn:
+    """One call of one agent: what it saw, what it sampled, and what it earned."""
+
+    agent: str
+    role: str
+    call_index: int
+    prompt: str
+    text: str
+    prompt_ids: list[int] = field(default_factory=list)
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    parsed: str | None = None
+    parse_error: str | None = None
+    reward: float | None = None
+    advantage: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Trajectory:
+    """One run of a workflow on one task."""
+
+    task_id: str
+    turns: list[Turn] = field(default_factory=list)
+    code: str | None = None
+    public: ExecutionResult | None = None
+    private: ExecutionResult | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.private is not None and self.private.passed
+
+    def turns_of(self, role: str) -> list[Turn]:
+        return [t for t in self.turns if t.role == role]
+
+
+@dataclass
+class Node:
+    """A node of a search tree (MARS2). `parent` is the index of the parent node in the tree's node
+    list, None only for the root (which holds no code)."""
+
+    index: int
+    parent: int | None
+    depth: int
+    agent: str | None
+    code: str | None = None
+    turn: Turn | None = None
+    public: ExecutionResult | None = None
+    private: ExecutionResult | None = None
+    visits: int = 0
+    value: float = 0.0
+    children: list[int] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return self.public.pass_fraction if self.public is not None else 0.0
+
+
+# --------------------------------------------------------------------------- serialisation
+def to_dict(obj: Any) -> Any:
+    """JSON-safe dict of any dataclass above (nested, tuples become lists)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(x) for x in obj]
+    if isinstance(obj, Mapping):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def _results_from(d: Mapping[str, Any] | None) -> ExecutionResult | None:
+    if d is None:
+        return None
+    return ExecutionResult(tests=tuple(TestResult(**t) for t in d["tests"]), error=d.get("error", ""))
+
+
+def task_from_dict(d: Mapping[str, Any]) -> Task:
+    return Task(
+        id=d["id"],
+        prompt=d["prompt"],
+        entry_point=d["entry_point"],
+        public_tests=tuple(TestCase(**t) for t in d["public_tests"]),
+        private_tests=tuple(TestCase(**t) for t in d["private_tests"]),
+        reference=d.get("reference"),
+        test_setup=d.get("test_setup", ""),
+        metadata=dict(d.get("metadata", {})),
+    )
+
+
+def turn_from_dict(d: Mapping[str, Any]) -> Turn:
+    return Turn(**dict(d))
+
+
+def trajectory_from_dict(d: Mapping[str, Any]) -> Trajectory:
+    return Trajectory(
+        task_id=d["task_id"],
+        turns=[turn_from_dict(t) for t in d["turns"]],
+        code=d.get("code"),
+        public=_results_from(d.get("public")),
+        private=_results_from(d.get("private")),
+        metrics=dict(d.get("metrics", {})),
+    )
+
+
+def node_from_dict(d: Mapping[str, Any]) -> Node:
+    d = dict(d)
+    d["turn"] = turn_from_dict(d["turn"]) if d.get("turn") else None
+    d["public"] = _results_from(d.get("public"))
+    d["private"] = _results_from(d.get("private"))
+    return Node(**d)
