@@ -28,6 +28,8 @@ class TestCase:
     stripping trailing whitespace on each line).
     """
 
+    __test__ = False  # not a pytest class
+
     kind: TestKind
     code: str = ""
     stdin: str = ""
@@ -71,6 +73,8 @@ class Task:
 @dataclass(frozen=True)
 class TestResult:
     """The verdict of one test case, computed by the trusted parent, never by the child."""
+
+    __test__ = False  # not a pytest class
 
     verdict: Verdict
     message: str = ""

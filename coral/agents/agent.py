@@ -1,0 +1,122 @@
+"""Agent = id + role + policy + prompt template + output parser.
+
+An agent turns a batch of contexts (dicts of strings) into Turns. It does NOT run code, compute
+rewards or decide who talks next: workflows do that.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field, replace
+from typing import Callable, Mapping, Sequence
+
+from coral.agents.parsers import PARSERS, Parsed
+from coral.policy.base import GenerationRequest, Policy, SamplingParams
+from coral.trajectory import Turn
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """`user` (and `system`) are str.format templates over the context's fields."""
+
+    user: str
+    system: str = ""
+
+    @property
+    def fields(self) -> set[str]:
+        names = set()
+        for text in (self.system, self.user):
+            names |= {name for _, name, _, _ in string.Formatter().parse(text) if name}
+        return names
+
+    def render(self, context: Mapping[str, str]) -> tuple[dict[str, str], ...]:
+        missing = self.fields - set(context)
+        if missing:
+            raise KeyError(f"prompt template needs fields {sorted(missing)}; context has {sorted(context)}")
+        msgs = []
+        if self.system:
+            msgs.append({"role": "system", "content": self.system.format(**context)})
+        msgs.append({"role": "user", "content": self.user.format(**context)})
+        return tuple(msgs)
+
+
+# Short prompts on purpose: the embedded tiny models learn them from scratch.
+TEMPLATES: dict[str, PromptTemplate] = {
+    "planner": PromptTemplate(
+        system="You are a planner. Write a short numbered plan. Do not write code.",
+        user="{problem}\nPlan:",
+    ),
+    "coder": PromptTemplate(
+        system="You are a coder. Write the Python function in a ```python block.",
+        user="{problem}\n{plan}\nCode:",
+    ),
+    "debugger": PromptTemplate(
+        system="You are a debugger. Fix the code using the test feedback. Reply with the full fixed function.",
+        user="{problem}\nCode:\n```python\n{code}\n```\nFeedback:\n{feedback}\nFixed code:",
+    ),
+    "retriever": PromptTemplate(
+        system="You are a retriever. List the Python functions and idioms useful for this problem.",
+        user="{problem}\nUseful:",
+    ),
+    "refiner": PromptTemplate(
+        system="Improve the code so that it passes the tests. Reply with the full function.",
+        user="{problem}\nCode:\n```python\n{code}\n```\nFeedback:\n{feedback}\nImproved code:",
+    ),
+    "solver": PromptTemplate(
+        system="Write the Python function in a ```python block.",
+        user="{problem}\nCode:",
+    ),
+}
+ROLE_PARSERS = {"planner": "plan", "retriever": "text", "coder": "code", "debugger": "code",
+                "refiner": "code", "solver": "code"}
+
+
+@dataclass
+class Agent:
+    id: str
+    role: str
+    policy: Policy
+    template: PromptTemplate
+    parser: Callable[..., Parsed]
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    trainable: bool = True
+
+    def act(self, contexts: Sequence[Mapping[str, str]], call_index: int = 0,
+            entry_points: Sequence[str] | None = None) -> list[Turn]:
+        """One turn per context, generated as one batch."""
+        if not contexts:
+            return []
+        requests = []
+        for i, ctx in enumerate(contexts):
+            sampling = self.sampling
+            if sampling.seed is not None:  # distinct but reproducible streams within a batch
+                sampling = replace(sampling, seed=sampling.seed + 7919 * call_index + i)
+            requests.append(GenerationRequest(messages=self.template.render(ctx), sampling=sampling))
+        completions = self.policy.generate(requests)
+        if len(completions) != len(requests):
+            raise RuntimeError(f"policy {self.policy.name!r} returned {len(completions)} completions "
+                               f"for {len(requests)} requests")
+        turns = []
+        for i, (req, comp) in enumerate(zip(requests, completions)):
+            parsed = self.parser(comp.text, entry_points[i] if entry_points else "")
+            turns.append(Turn(
+                agent=self.id, role=self.role, call_index=call_index,
+                prompt=req.messages[-1]["content"], text=comp.text,
+                prompt_ids=list(comp.prompt_ids), completion_ids=list(comp.completion_ids),
+                logprobs=list(comp.logprobs), parsed=parsed.value, parse_error=parsed.error,
+                metadata={"finish_reason": comp.finish_reason, **({"usage": comp.usage} if comp.usage else {})},
+            ))
+        return turns
+
+
+def make_agent(role: str, policy: Policy, *, agent_id: str | None = None,
+               sampling: SamplingParams | None = None, template: PromptTemplate | None = None,
+               trainable: bool = True) -> Agent:
+    """An agent with the default template and parser of its role."""
+    if role not in TEMPLATES and template is None:
+        raise ValueError(f"unknown agent role {role!r}; known roles: {sorted(TEMPLATES)}")
+    return Agent(
+        id=agent_id or role, role=role, policy=policy,
+        template=template or TEMPLATES[role], parser=PARSERS[ROLE_PARSERS.get(role, "text")],
+        sampling=sampling or SamplingParams(), trainable=trainable,
+    )

@@ -1,0 +1,100 @@
+"""Output parsers: pull code or a plan out of messy model text.
+
+Every parser is `parser(text, entry_point="") -> Parsed`. A parser never raises on model output: it returns `Parsed(value, error)` and a failure is data that
+the workflow records on the Turn (and that rewards may penalise). It does NOT check that code runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_CODE_START = re.compile(r"^(def |class |import |from |@|async def )", re.MULTILINE)
+_STEP = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022])\s+(.*\S)\s*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    value: str | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None
+
+
+def _compiles(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def _trim_to_compilable(code: str) -> str:
+    """Drop trailing lines (chatter after the code, a half-written last line) until it parses."""
+    lines = code.rstrip().split("\n")
+    for end in range(len(lines), 0, -1):
+        candidate = "\n".join(lines[:end]).rstrip()
+        if candidate and _compiles(candidate):
+            return candidate
+    return code.rstrip()
+
+
+def extract_code(text: str, entry_point: str = "") -> Parsed:
+    """The program in `text`.
+
+    Preference: a fenced block (```python ... ```, unterminated fences accepted) that defines
+    `entry_point` (the last such block, since models often revise), else the last python-ish fenced
+    block, else raw text from the first `def`/`import` line on. Trailing prose is trimmed until the
+    code parses. A result that still does not parse is returned with an error, so the sandbox can
+    judge it (a syntax error is a legitimate failed answer, not a parser bug).
+    """
+    if not text or not text.strip():
+        return Parsed(None, "empty output")
+    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    blocks = [(lang, body) for lang, body in blocks if lang in ("", "python", "py", "python3") and body.strip()]
+    code: str | None = None
+    if blocks:
+        if entry_point:
+            defining = [b for _, b in blocks if re.search(rf"def\s+{re.escape(entry_point)}\s*\(", b)]
+            code = defining[-1] if defining else None
+        if code is None:
+            code = blocks[-1][1]
+    else:
+        match = _CODE_START.search(text)
+        if match is None:
+            return Parsed(None, "no code block or definition found")
+        code = text[match.start():]
+    code = _trim_to_compilable(code.replace("\r\n", "\n"))
+    if entry_point and not re.search(rf"def\s+{re.escape(entry_point)}\s*\(", code):
+        return Parsed(code, f"code does not define {entry_point!r}")
+    if not _compiles(code):
+        return Parsed(code, "code does not parse")
+    return Parsed(code)
+
+
+def extract_plan(text: str, entry_point: str = "", max_steps: int = 20) -> Parsed:
+    """A plan as numbered steps ("1. ...\\n2. ..."). Bullets are renumbered; free prose is kept as
+    one step. Code fences inside a plan are dropped (a planner should not write code)."""
+    if not text or not text.strip():
+        return Parsed(None, "empty output")
+    prose = _FENCE.sub("", text).strip()
+    steps = _STEP.findall(prose)
+    if not steps:
+        if not prose:
+            return Parsed(None, "plan contains only code")
+        return Parsed("1. " + " ".join(prose.split()), "no numbered steps; kept as one step")
+    steps = steps[:max_steps]
+    return Parsed("\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1)))
+
+
+def extract_text(text: str, entry_point: str = "") -> Parsed:
+    """Free text (retriever notes, critiques): stripped, empty is an error."""
+    stripped = (text or "").strip()
+    return Parsed(stripped or None, None if stripped else "empty output")
+
+
+PARSERS = {"code": extract_code, "plan": extract_plan, "text": extract_text}

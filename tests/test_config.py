@@ -1,0 +1,66 @@
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+
+from coral.config import ConfigError, load_config
+
+
+@dataclass(frozen=True)
+class Demo:
+    steps: int = 1
+    lr: float = 0.1
+    name: str = "x"
+    mode: Literal["a", "b"] = "a"
+    ks: tuple[int, ...] = (1,)
+    limit: int | None = None
+    flag: bool = False
+
+    def __post_init__(self):
+        if self.steps < 1:
+            raise ValueError(f"field 'steps' must be >= 1, got {self.steps}")
+
+
+def test_yaml_then_flags_override(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("steps: 3\nlr: 0.5\nks: [1, 5]\n")
+    cfg = load_config(Demo, path, {"lr": "0.25", "flag": "true", "limit": "none"})
+    assert cfg == Demo(steps=3, lr=0.25, ks=(1, 5), flag=True, limit=None)
+
+
+def test_comma_separated_flag_becomes_a_tuple():
+    assert load_config(Demo, None, {"ks": "1,10"}).ks == (1, 10)
+
+
+def test_unknown_field_is_named_with_the_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("stepz: 3\n")
+    with pytest.raises(ConfigError, match=r"c.yaml: unknown field 'stepz'"):
+        load_config(Demo, path)
+
+
+def test_wrong_type_names_field_and_value():
+    with pytest.raises(ConfigError, match=r"field 'steps': expected int, got 'many'"):
+        load_config(Demo, None, {"steps": "many"})
+
+
+def test_literal_outside_choices_is_rejected():
+    with pytest.raises(ConfigError, match=r"field 'mode': 'c' is not one of \['a', 'b'\]"):
+        load_config(Demo, None, {"mode": "c"})
+
+
+def test_validation_in_post_init_surfaces_as_config_error():
+    with pytest.raises(ConfigError, match="'steps' must be >= 1"):
+        load_config(Demo, None, {"steps": 0})
+
+
+def test_malformed_yaml_names_the_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("steps: [1,\n")
+    with pytest.raises(ConfigError, match="bad.yaml: malformed YAML"):
+        load_config(Demo, path)
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(Demo, tmp_path / "nope.yaml")
