@@ -1,0 +1,314 @@
+"""The procedural task family: small functions composed from primitives, with gold plans and code.
+
+A task is a composition of primitives (primitives.py): steps applied in order to `xs: list[int]` or
+`s: str`, then a terminal that returns something. Its description, gold plan, gold code and tests are
+all derived from the composition, e.g.
+
+    Given a list of integers xs, keep the even numbers, then multiply each by 3, then return the sum.
+    def f(xs: list[int]) -> int:
+        xs = [x for x in xs if x % 2 == 0]
+        xs = [x * 3 for x in xs]
+        return sum(xs)
+
+Difficulty (depth) = number of primitives, not counting a bare `return xs` / `return s`.
+
+Train/test split: decided on the *skeleton* of a composition, i.e. its family and the sequence of
+primitive kinds without parameters (("list", "keep_even", "mul", "sum")). A skeleton is a test skeleton
+when sha256 of it falls in the lowest `test_fraction` of the hash range. So the splits are disjoint,
+deterministic, independent of seeds, and a test task is never a re-parameterised train task: solving it
+needs a new combination of known operations.
+
+Tests: expected values come from running the composition here (trusted code from our own table).
+Private tests always include the edge cases (empty input, one element, all negative / odd characters)
+and are chosen greedily from a seeded pool so that they kill the first-order mutants (mutants.py) of the
+gold code that the pool can tell apart from it. Public tests are other inputs from the same pool.
+
+This module does NOT execute model code, tokenize, or write files.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from coral.benchmarks.mutants import mutate_source
+from coral.benchmarks.primitives import (
+    ARG_TYPE,
+    PRIMITIVES,
+    STEPS,
+    TERMINALS,
+    VAR,
+    Primitive,
+    compile_expr,
+    kinds,
+)
+from coral.trajectory import Task, TestCase
+
+SPLITS = ("train", "test")
+
+
+@dataclass(frozen=True)
+class ProceduralConfig:
+    min_depth: int = 1
+    max_depth: int = 3
+    num_public: int = 3
+    num_private: int = 8
+    test_fraction: float = 0.25  # share of skeletons held out for the test split
+    str_fraction: float = 0.3  # share of string tasks (the rest take a list of integers)
+    return_collection_fraction: float = 0.3  # share of tasks that return the list / string itself
+    pool_size: int = 32  # candidate test inputs per task (edge cases come on top)
+    max_len: int = 8  # longest generated list / string
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_depth <= self.max_depth:
+            raise ValueError(f"ProceduralConfig.min_depth/max_depth must satisfy 1 <= min <= max, "
+                             f"got {self.min_depth}, {self.max_depth}")
+        for name in ("num_public", "num_private", "pool_size", "max_len"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ProceduralConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("test_fraction", "str_fraction", "return_collection_fraction"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ValueError(f"ProceduralConfig.{name} must be in (0, 1), got {getattr(self, name)}")
+
+
+Composition = tuple[Primitive, ...]  # steps..., terminal
+
+
+def depth(comp: Composition) -> int:
+    return sum(not p.trivial for p in comp)
+
+
+def skeleton(comp: Composition) -> tuple[str, ...]:
+    return (comp[0].family, *(p.kind for p in comp))
+
+
+def split_of(comp: Composition, test_fraction: float = ProceduralConfig.test_fraction) -> str:
+    """"test" or "train", from a hash of the skeleton (kinds without parameters)."""
+    digest = hashlib.sha256("/".join(skeleton(comp)).encode()).digest()
+    return "test" if int.from_bytes(digest[:8], "big") < test_fraction * 2**64 else "train"
+
+
+# --------------------------------------------------------------------------- text and code
+def describe(comp: Composition) -> str:
+    head = "Given a list of integers xs" if comp[0].family == "list" else "Given a string s"
+    return head + ", " + ", then ".join(p.phrase for p in comp) + "."
+
+
+def signature(comp: Composition) -> str:
+    fam = comp[0].family
+    return f"def f({VAR[fam]}: {ARG_TYPE[fam]}) -> {comp[-1].returns}:"
+
+
+def gold_code(comp: Composition) -> str:
+    return "\n".join([signature(comp), *(p.line() for p in comp)]) + "\n"
+
+
+def gold_plan(comp: Composition) -> str:
+    return "\n".join(f"{i}. {p.plan_step()}" for i, p in enumerate(comp, start=1))
+
+
+def parse_composition(family: str, names: list[str]) -> Composition:
+    """The inverse of `task.metadata["composition"]`. Raises ValueError on an unknown name."""
+    try:
+        return tuple(PRIMITIVES[(family, n)] for n in names)
+    except KeyError as e:
+        raise ValueError(f"unknown {family} primitive {e.args[0][1]!r} in composition {names}") from None
+
+
+# --------------------------------------------------------------------------- sampling
+_KINDS = {family: kinds(prims) for family, prims in STEPS.items()}
+
+def _allowed(prev: Primitive | None, nxt: Primitive) -> bool:
+    """Rules that keep compositions meaningful (each step can change the answer)."""
+    if prev is None:
+        return True
+    if prev.kind == nxt.kind or (prev.group and prev.group == nxt.group):
+        return False
+    if prev.order_only and (nxt.order_only or nxt.order_blind):
+        return False
+    if prev.keeps_size and nxt.size_only:
+        return False
+    return True
+
+
+def sample_composition(rng: random.Random, family: str, target_depth: int, cfg: ProceduralConfig) -> Composition:
+    terminals = TERMINALS[family]
+    if rng.random() < cfg.return_collection_fraction:
+        terminal = terminals[0]  # ret_list / ret_str
+    else:
+        terminal = rng.choice(terminals[1:])
+    num_steps = target_depth - (0 if terminal.trivial else 1)
+    by_kind = _KINDS[family]
+    kind_names = list(by_kind)
+    steps: list[Primitive] = []
+    for _ in range(num_steps):
+        for _attempt in range(20):
+            cand = rng.choice(by_kind[rng.choice(kind_names)])
+            if _allowed(steps[-1] if steps else None, cand):
+                break
+        steps.append(cand)
+    return (*steps, terminal)
+
+
+def _well_formed(comp: Composition) -> bool:
+    return all(_allowed(a, b) for a, b in zip(comp, comp[1:], strict=False))
+
+
+# --------------------------------------------------------------------------- test inputs
+_CHARS = "abcdeiouxyz" * 3 + "AEBX  12!"
+_INTS = range(-9, 13)
+
+
+def _random_input(rng: random.Random, family: str, max_len: int) -> Any:
+    n = rng.randint(2, max_len)
+    if family == "list":
+        return rng.choices(_INTS, k=n)
+    return "".join(rng.choices(_CHARS, k=n))
+
+
+def _edge_inputs(rng: random.Random, family: str) -> list[Any]:
+    if family == "list":
+        negatives = [rng.randint(-9, -1) for _ in range(rng.randint(3, 5))]
+        return [[], [rng.randint(-9, 12)], negatives, [0, 3, 3, -2, 0, 7]]
+    return ["", rng.choice("abcxyz"), "Hello World 42", "aab  ee!"]
+
+
+def _run(fns: list[Callable[[Any], Any]], value: Any) -> Any:
+    for fn in fns:
+        value = fn(value)
+    return value
+
+
+def _outcome(fns: list[Callable[[Any], Any]], value: Any) -> Any:
+    try:
+        return ("ok", _run(fns, value))
+    except Exception as e:  # a mutant may crash: that is an observable difference
+        return ("raise", type(e).__name__)
+
+
+@functools.cache
+def _mutant_fns(family: str, expr: str) -> tuple[Callable[[Any], Any], ...]:
+    return tuple(compile_expr(family, m) for m in mutate_source(expr))
+
+
+def _mutant_chains(comp: Composition) -> list[list[Callable[[Any], Any]]]:
+    """Function chains of every first-order mutant of the gold code (one mutated line each)."""
+    base = [p.fn for p in comp]
+    return [base[:i] + [m] + base[i + 1:] for i, p in enumerate(comp) for m in _mutant_fns(p.family, p.expr)]
+
+
+def _diverse_first(inputs: list[Any], expected: dict[str, Any], taken: list[Any]) -> list[Any]:
+    """`inputs` reordered so that those with an answer not yet among `taken` come first."""
+    answers = {repr(expected[repr(x)]) for x in taken}
+    fresh: list[Any] = []
+    for x in inputs:
+        if repr(expected[repr(x)]) not in answers:
+            answers.add(repr(expected[repr(x)]))
+            fresh.append(x)
+    fresh_ids = {id(x) for x in fresh}
+    return fresh + [x for x in inputs if id(x) not in fresh_ids]
+
+
+def _select_tests(comp: Composition, rng: random.Random, cfg: ProceduralConfig) -> tuple[list, list] | None:
+    """(public inputs, private inputs) with expected outputs, or None if the task is degenerate
+    (fewer than 3 distinct answers over the pool)."""
+    fam = comp[0].family
+    ref = [p.fn for p in comp]
+    edges = _edge_inputs(rng, fam)
+    pool = [_random_input(rng, fam, cfg.max_len) for _ in range(cfg.pool_size)]
+    expected = {repr(x): _run(ref, x) for x in edges + pool}
+    if len({repr(v) for v in expected.values()}) < 3:
+        return None
+    private = edges[: min(3, cfg.num_private)]
+    alive = _mutant_chains(comp)
+    alive = [m for m in alive if not any(_outcome(m, x) != ("ok", expected[repr(x)]) for x in private)]
+    for x in edges[3:] + pool:
+        if not alive or len(private) >= cfg.num_private:
+            break
+        killed = [m for m in alive if _outcome(m, x) != ("ok", expected[repr(x)])]
+        if killed and repr(x) not in {repr(p) for p in private}:
+            private.append(x)
+            alive = [m for m in alive if m not in killed]
+    seen = {repr(x) for x in private}
+    rest = [x for x in pool if repr(x) not in seen and not seen.add(repr(x))]  # type: ignore[func-returns-value]
+    private += _diverse_first(rest, expected, private)[: cfg.num_private - len(private)]
+    used = {repr(x) for x in private}
+    rest = [x for x in rest if repr(x) not in used]
+    public = _diverse_first(rest, expected, [])[: cfg.num_public]
+    return [(x, expected[repr(x)]) for x in public], [(x, expected[repr(x)]) for x in private]
+
+
+def _assert_case(x: Any, y: Any) -> TestCase:
+    return TestCase(kind="assert", code=f"assert candidate({x!r}) == {y!r}")
+
+
+# --------------------------------------------------------------------------- tasks
+def composition_id(comp: Composition) -> str:
+    key = comp[0].family + ":" + ",".join(p.name for p in comp)
+    return "procedural/" + hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def build_task(comp: Composition, seed: int = 0, cfg: ProceduralConfig | None = None) -> Task | None:
+    """The task of one composition (None if it is degenerate). Tests depend only on (comp, seed)."""
+    cfg = cfg or ProceduralConfig()
+    tid = composition_id(comp)
+    tests = _select_tests(comp, random.Random(f"{seed}:{tid}"), cfg)
+    if tests is None:
+        return None
+    public, private = tests
+    desc, sig = describe(comp), signature(comp)
+    return Task(
+        id=tid,
+        prompt=f"{desc}\n{sig}\n",
+        entry_point="f",
+        public_tests=tuple(_assert_case(x, y) for x, y in public),
+        private_tests=tuple(_assert_case(x, y) for x, y in private),
+        reference=gold_code(comp),
+        metadata={
+            "source": "procedural",
+            "difficulty": depth(comp),
+            "gold_plan": gold_plan(comp),
+            "composition": [p.name for p in comp],
+            "family": comp[0].family,
+            "split": split_of(comp, cfg.test_fraction),
+            "description": desc,
+            "signature": sig,
+        },
+    )
+
+
+def make_tasks(n: int, split: str = "train", *, min_depth: int = 1, max_depth: int = 3, seed: int = 0,
+               config: ProceduralConfig | None = None) -> list[Task]:
+    """`n` distinct tasks of one split, depths uniform in [min_depth, max_depth], reproducible from
+    `seed` (a longer list extends a shorter one). `config` overrides everything but the depths.
+    Raises ValueError when the split has fewer than `n` distinct tasks in that depth range."""
+    if split not in SPLITS:
+        raise ValueError(f"procedural split must be one of {SPLITS}, got {split!r}")
+    if n < 0:
+        raise ValueError(f"make_tasks: n must be >= 0, got {n}")
+    base = config or ProceduralConfig()
+    cfg = ProceduralConfig(**{**base.__dict__, "min_depth": min_depth, "max_depth": max_depth})
+    rng = random.Random(f"procedural:{split}:{seed}")
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    max_attempts = 200 * n + 2000
+    for _ in range(max_attempts):
+        if len(tasks) >= n:
+            break
+        family = "str" if rng.random() < cfg.str_fraction else "list"
+        comp = sample_composition(rng, family, rng.randint(cfg.min_depth, cfg.max_depth), cfg)
+        tid = composition_id(comp)
+        if tid in seen or not _well_formed(comp) or split_of(comp, cfg.test_fraction) != split:
+            continue
+        seen.add(tid)
+        task = build_task(comp, seed, cfg)
+        if task is not None:
+            tasks.append(task)
+    if len(tasks) < n:
+        raise ValueError(f"make_tasks: found only {len(tasks)} distinct {split!r} tasks with depth in "
+                         f"[{min_depth}, {max_depth}] after {max_attempts} draws; asked for {n}")
+    return tasks
