@@ -1,0 +1,82 @@
+"""Overhead of HFPolicy.generate over a direct `model.generate` call, on the same tiny model.
+
+Both decode the same batch of prompts (left padded) greedily for the same number of new tokens with
+eos disabled, so they do identical model work; the script checks that they produce identical tokens
+and prints the median wall time of each over several repeats and their ratio. HFPolicy.generate
+also returns per-token logprobs and handles per-request sampling params, which `model.generate`
+(without output_scores) does not.
+
+    .venv/bin/python bench/hf_generate_overhead.py [--batch 16] [--new-tokens 64] [--repeats 5]
+This script does NOT measure sampling quality or GPU throughput; it runs on whatever device torch
+picks (CPU here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from coral.policy import GenerationRequest, SamplingParams, tiny_policy, user
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+
+    policy = tiny_policy(seed=0)  # d_model 128, 4 layers, byte-level tokenizer
+    never = len(policy.tokenizer) + 1  # an eos id no token can take: both sides decode the full length
+    policy.eos_ids = {never}
+    prompts = [
+        user(f"Write a function number {i} that " + "adds two numbers " * (1 + i % 4))
+        for i in range(args.batch)
+    ]
+    sampling = SamplingParams(max_new_tokens=args.new_tokens, temperature=0.0)
+    requests = [GenerationRequest(p, sampling) for p in prompts]
+
+    prompt_ids = [policy.encode(policy.render(p)) for p in prompts]
+    width = max(len(ids) for ids in prompt_ids)
+    pad = policy.pad_id
+    input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in prompt_ids])
+    attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompt_ids])
+
+    def direct() -> list[list[int]]:
+        with torch.no_grad():
+            out = policy.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                max_new_tokens=args.new_tokens,
+                do_sample=False,
+                eos_token_id=never,
+                pad_token_id=pad,
+            )
+        return out[:, width:].tolist()
+
+    def ours() -> list[list[int]]:
+        return [c.completion_ids for c in policy.generate(requests)]
+
+    if direct() != ours():
+        raise SystemExit("HFPolicy.generate and model.generate disagree on greedy tokens")
+    times = {"model.generate": [], "HFPolicy.generate": []}
+    for _ in range(args.repeats):
+        for label, fn in (("model.generate", direct), ("HFPolicy.generate", ours)):
+            start = time.perf_counter()
+            fn()
+            times[label].append(time.perf_counter() - start)
+    tokens = args.batch * args.new_tokens
+    print(f"batch={args.batch} new_tokens={args.new_tokens} repeats={args.repeats} prompt_tokens<= {width}")
+    for label, values in times.items():
+        median = statistics.median(values)
+        print(f"{label:>18}: median {median * 1e3:8.1f} ms  ({tokens / median:8.0f} tokens/s)")
+    ratio = statistics.median(times["HFPolicy.generate"]) / statistics.median(times["model.generate"])
+    print(f"ratio HFPolicy.generate / model.generate = {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,367 @@
+"""HFPolicy: a transformers causal LM as a coral Policy (sampling) and TrainablePolicy (training).
+
+Generation is coral's own decoding loop over the model's KV cache (not `model.generate`), so that
+every request in a batch keeps its own SamplingParams and seed, and so that the log-probability of
+each sampled token is the one of the distribution it was actually drawn from:
+  - temperature T > 0: softmax(logits / T); with top_p < 1 the distribution is restricted to the
+    nucleus (smallest set of most likely tokens with mass >= top_p) and renormalised, and the
+    logprob is the renormalised one. `forward(..., temperature=T)` reproduces these logprobs exactly
+    only when top_p == 1 (GRPO should sample with top_p=1, or correct for the mismatch).
+  - temperature 0 (greedy): the argmax token; its logprob is under the unscaled model distribution
+    (the sampler's own distribution is a point mass and would report 0.0 for every token).
+A request with `seed` set draws from its own torch.Generator, so it reproduces whatever else is in
+the batch (up to the float noise that different padding can cause).
+Completions: `completion_ids` and `logprobs` are aligned 1:1 and end with the eos token (kept, so
+training learns to stop), with the token that completed a stop string, or at max_new_tokens.
+`text` excludes special tokens and is cut before the first stop string; when the stop string ends
+inside a token, the ids keep that whole token, so decode(completion_ids) may extend past `text`.
+Length: a prompt of max_len tokens or more (max_len = config.max_position_embeddings) raises a
+ValueError unless `truncate_prompt_left=True`, which keeps its last max_len - max_new_tokens tokens
+(at least one); a prompt that fits gets at most max_len - len(prompt) new tokens ("length").
+A tokenizer without a pad token pads with its eos token (padding is always masked).
+
+This module does NOT build models or tokenizers (see tiny.py), does NOT shard across devices, and
+does NOT implement speculative, beam or constrained decoding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from coral.policy.base import Completion, GenerationRequest, Message, SamplingParams
+
+# ChatML; used for tokenizers that bring no chat template of their own.
+DEFAULT_CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\n' }}{%- endif -%}"
+)
+META_FILE = "coral_policy.json"
+ADAPTER_DIR = "adapter"
+
+
+class HFPolicy:
+    """A transformers causal LM + tokenizer. See the module docstring for sampling semantics."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        name: str = "hf",
+        device: str | None = None,
+        batch_size: int = 16,
+        truncate_prompt_left: bool = False,
+    ) -> None:
+        if batch_size <= 0:
+            raise ValueError(f"HFPolicy batch_size must be > 0, got {batch_size}")
+        self.model = model.to(device) if device is not None else model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.batch_size = batch_size
+        self.truncate_prompt_left = truncate_prompt_left
+        self.device = torch.device(device) if device is not None else next(model.parameters()).device
+        self.max_len: int | None = getattr(model.config, "max_position_embeddings", None)
+        self.eos_ids = _eos_ids(tokenizer, model)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_id: int = pad if pad is not None else 0
+        forward_params = inspect.signature(_base_model(model).forward).parameters
+        self._cache_kw = "cache" if "cache" in forward_params else "past_key_values"
+        self._keep_kw = "logits_to_keep" if "logits_to_keep" in forward_params else None
+
+    # ------------------------------------------------------------------ text
+    def render(self, messages: Sequence[Message]) -> str:
+        """The chat rendered for generation (tokenizer's template, else DEFAULT_CHAT_TEMPLATE)."""
+        template = None if getattr(self.tokenizer, "chat_template", None) else DEFAULT_CHAT_TEMPLATE
+        return self.tokenizer.apply_chat_template(
+            list(messages), chat_template=template, tokenize=False, add_generation_prompt=True
+        )
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`, without adding bos/eos (chat templates write their own)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids`, special tokens removed."""
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+
+    # ------------------------------------------------------------------ sampling
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        """One completion per request, in order; batches of `batch_size` prompts of similar length."""
+        prompts = [self._prompt_ids(i, r) for i, r in enumerate(requests)]
+        order = sorted(range(len(requests)), key=lambda i: len(prompts[i]))
+        results: list[Completion | None] = [None] * len(requests)
+        with torch.no_grad(), _eval_mode(self.model):
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                outs = self._generate_batch(
+                    [requests[i].sampling for i in chunk], [prompts[i] for i in chunk]
+                )
+                for i, completion in zip(chunk, outs, strict=True):
+                    results[i] = completion
+        return [c for c in results if c is not None]
+
+    def _prompt_ids(self, index: int, request: GenerationRequest) -> list[int]:
+        ids = self.encode(self.render(request.messages))
+        if not ids:
+            raise ValueError(f"request {index}: the rendered prompt is empty")
+        if self.max_len is None or len(ids) < self.max_len:
+            return ids
+        if not self.truncate_prompt_left:
+            raise ValueError(
+                f"request {index}: prompt is {len(ids)} tokens, the model's max length is {self.max_len} "
+                f"(pass truncate_prompt_left=True to keep the end of long prompts)"
+            )
+        return ids[-max(1, self.max_len - request.sampling.max_new_tokens) :]
+
+    def _generate_batch(self, params: list[SamplingParams], prompts: list[list[int]]) -> list[Completion]:
+        budgets = [
+            p.max_new_tokens if self.max_len is None else min(p.max_new_tokens, self.max_len - len(ids))
+            for p, ids in zip(params, prompts, strict=True)
+        ]
+        rows = [_Row(stop=p.stop, budget=b) for p, b in zip(params, budgets, strict=True)]
+        sampler = _Sampler(params, self.device)
+        width = max(len(ids) for ids in prompts)
+        input_ids = torch.tensor(
+            [[self.pad_id] * (width - len(ids)) + ids for ids in prompts], device=self.device
+        )
+        mask = torch.tensor(
+            [[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], device=self.device
+        )
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        logits, cache = self._step(input_ids, mask, positions, cache=None)
+        for _ in range(max(budgets)):
+            tokens, logprobs = sampler.sample(logits)
+            for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist(), strict=True):
+                if not row.done:
+                    row.push(token, logprob, token in self.eos_ids, self.decode)
+            if all(row.done for row in rows):
+                break
+            mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=1)
+            positions = positions[:, -1:] + 1
+            logits, cache = self._step(tokens[:, None], mask, positions, cache)
+        return [row.completion(ids, self.decode) for row, ids in zip(rows, prompts, strict=True)]
+
+    def _step(self, input_ids: Tensor, mask: Tensor, positions: Tensor, cache: Any) -> tuple[Tensor, Any]:
+        """One forward pass over new tokens; returns fp32 logits of the last position and the cache."""
+        kwargs: dict[str, Any] = {} if cache is None else {self._cache_kw: cache}
+        if self._keep_kw is not None:
+            kwargs[self._keep_kw] = 1
+        out = self.model(
+            input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True, **kwargs
+        )
+        new_cache = getattr(out, "cache", None)
+        if new_cache is None:
+            new_cache = out.past_key_values
+        return out.logits[:, -1, :].float(), new_cache
+
+    # ------------------------------------------------------------------ training
+    def forward(
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        completion_ids: Sequence[Sequence[int]],
+        temperature: float = 1.0,
+    ) -> tuple[Tensor, Tensor]:
+        """Log-probs of each completion token given its prompt, in one forward pass (grad enabled).
+        Returns (logprobs [B, T] float32, mask [B, T] bool), right padded, T = longest completion."""
+        if len(prompt_ids) != len(completion_ids):
+            raise ValueError(f"forward got {len(prompt_ids)} prompts but {len(completion_ids)} completions")
+        if temperature <= 0:
+            raise ValueError(f"forward temperature must be > 0, got {temperature}")
+        for i, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
+            if not p:
+                raise ValueError(f"forward: prompt_ids[{i}] is empty (the first token needs a context)")
+            if self.max_len is not None and len(p) + len(c) > self.max_len:
+                raise ValueError(
+                    f"forward: sequence {i} has {len(p) + len(c)} tokens > max length {self.max_len}"
+                )
+        seqs = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids, strict=True)]
+        width, steps = max(len(s) for s in seqs), max(len(c) for c in completion_ids)
+        dev = self.device
+        input_ids = torch.tensor([s + [self.pad_id] * (width - len(s)) for s in seqs], device=dev)
+        attn = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=dev)
+        targets = torch.tensor([list(c) + [0] * (steps - len(c)) for c in completion_ids], device=dev)
+        mask = torch.tensor([[t < len(c) for t in range(steps)] for c in completion_ids], device=dev)
+        mask = mask.reshape(len(seqs), steps)
+        # logits at position j predict token j + 1: completion token t of row b is predicted at P_b - 1 + t
+        starts = torch.tensor([len(p) - 1 for p in prompt_ids], device=dev)
+        where = (starts[:, None] + torch.arange(steps, device=dev)[None, :]).clamp(max=width - 1)
+        logits = self.model(input_ids=input_ids, attention_mask=attn, use_cache=False).logits
+        picked = logits.gather(1, where[:, :, None].expand(-1, -1, logits.shape[-1])).float()
+        logprobs = torch.log_softmax(picked / temperature, dim=-1).gather(-1, targets[:, :, None]).squeeze(-1)
+        return logprobs.masked_fill(~mask, 0.0), mask
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        """The trainable parameters (requires_grad): all of them, or only LoRA's after add_lora."""
+        return (p for p in self.model.parameters() if p.requires_grad)
+
+    def train(self) -> HFPolicy:
+        self.model.train()
+        return self
+
+    def eval(self) -> HFPolicy:
+        self.model.eval()
+        return self
+
+    def add_lora(self, r: int = 8, alpha: int = 16, target_modules: Sequence[str] | None = None) -> None:
+        """Wrap the model with peft LoRA adapters (default: every linear layer except the output head);
+        afterwards only the adapter weights require grad. B starts at zero (the model is unchanged)."""
+        from peft import LoraConfig, PeftModel, get_peft_model
+
+        if isinstance(self.model, PeftModel):
+            raise ValueError(f"policy {self.name!r} already has LoRA adapters")
+        targets = list(target_modules) if target_modules is not None else "all-linear"
+        config = LoraConfig(
+            r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, task_type="CAUSAL_LM"
+        )
+        self.model = get_peft_model(self.model, config)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> None:
+        """Model + tokenizer as a plain HF directory; LoRA adapters (if any) go to `path/adapter`."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        if _is_peft(self.model):
+            base = self.model.get_base_model()
+            state = {
+                k.replace(".base_layer.", "."): v for k, v in base.state_dict().items() if ".lora_" not in k
+            }
+            base.save_pretrained(path, state_dict=state)
+            self.model.save_pretrained(path / ADAPTER_DIR)
+        else:
+            self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        (path / META_FILE).write_text(json.dumps({"name": self.name, "batch_size": self.batch_size}))
+
+    @classmethod
+    def load(cls, path: str | Path, device: str | None = None, **kwargs: Any) -> HFPolicy:
+        """A policy from a local directory written by `save` or `save_pretrained`, or a hub name.
+        Extra kwargs go to HFPolicy (name, batch_size, truncate_prompt_left)."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(str(path))
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        local = Path(path)
+        if (local / ADAPTER_DIR).is_dir():
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, str(local / ADAPTER_DIR), is_trainable=True)
+        meta = json.loads((local / META_FILE).read_text()) if (local / META_FILE).is_file() else {}
+        kwargs = {
+            "name": meta.get("name", local.name or "hf"),
+            "batch_size": meta.get("batch_size", 16),
+        } | kwargs
+        return cls(model.eval(), tokenizer, device=device, **kwargs)
+
+
+# ---------------------------------------------------------------------- helpers
+class _Sampler:
+    """Draws one token per row from per-row (temperature, top_p, seed)."""
+
+    def __init__(self, params: list[SamplingParams], device: torch.device) -> None:
+        self.greedy = [p.temperature == 0 for p in params]
+        self.temps = torch.tensor([p.temperature or 1.0 for p in params], device=device)[:, None]
+        top_ps = [1.0 if g else p.top_p for p, g in zip(params, self.greedy, strict=True)]
+        self.top_ps = torch.tensor(top_ps, device=device)[:, None] if min(top_ps) < 1 else None
+        self.generators = [
+            torch.Generator(device=device).manual_seed(p.seed) if p.seed is not None else None for p in params
+        ]
+
+    def sample(self, logits: Tensor) -> tuple[Tensor, Tensor]:
+        logp = torch.log_softmax(logits / self.temps, dim=-1)
+        if self.top_ps is not None:
+            logp = _nucleus(logp, self.top_ps)
+        tokens = logp.argmax(dim=-1)
+        probs = logp.exp()
+        shared = [i for i, g in enumerate(self.generators) if g is None and not self.greedy[i]]
+        if shared:
+            tokens[shared] = torch.multinomial(probs[shared], 1).squeeze(1)
+        for i, gen in enumerate(self.generators):
+            if gen is not None and not self.greedy[i]:
+                tokens[i] = torch.multinomial(probs[i], 1, generator=gen)[0]
+        return tokens, logp.gather(1, tokens[:, None]).squeeze(1)
+
+
+def _nucleus(logp: Tensor, top_p: Tensor) -> Tensor:
+    """Renormalised log-probs restricted to each row's nucleus; rows with top_p == 1 are unchanged."""
+    sorted_logp, order = logp.sort(dim=-1, descending=True)
+    sorted_p = sorted_logp.exp()
+    mass_before = sorted_p.cumsum(dim=-1) - sorted_p
+    drop_sorted = (mass_before >= top_p) & (top_p < 1)
+    drop = torch.zeros_like(drop_sorted).scatter(1, order, drop_sorted)
+    return torch.log_softmax(logp.masked_fill(drop, float("-inf")), dim=-1)
+
+
+@dataclass
+class _Row:
+    """The growing completion of one request."""
+
+    stop: tuple[str, ...]
+    budget: int
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    done: bool = False
+    finish_reason: str = "length"
+    cut: int | None = None  # character index of the first stop string in the decoded text
+
+    def push(self, token: int, logprob: float, is_eos: bool, decode: Any) -> None:
+        self.ids.append(token)
+        self.logprobs.append(logprob)
+        if is_eos:
+            self.done, self.finish_reason = True, "stop"
+        elif self.stop:
+            text = decode(self.ids)
+            hits = [i for i in (text.find(s) for s in self.stop) if i >= 0]
+            if hits:
+                self.done, self.finish_reason, self.cut = True, "stop", min(hits)
+        if len(self.ids) >= self.budget:
+            self.done = True
+
+    def completion(self, prompt_ids: list[int], decode: Any) -> Completion:
+        text = decode(self.ids)
+        return Completion(
+            text=text[: self.cut] if self.cut is not None else text,
+            prompt_ids=list(prompt_ids),
+            completion_ids=list(self.ids),
+            logprobs=list(self.logprobs),
+            finish_reason=self.finish_reason,
+            usage={"prompt_tokens": len(prompt_ids), "completion_tokens": len(self.ids)},
+        )
+
+
+def _is_peft(model: Any) -> bool:
+    return hasattr(model, "get_base_model") and hasattr(model, "peft_config")
+
+
+def _base_model(model: Any) -> Any:
+    return model.get_base_model() if _is_peft(model) else model
+
+
+def _eos_ids(tokenizer: Any, model: Any) -> set[int]:
+    ids: set[int] = set()
+    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (tokenizer.eos_token_id, config_eos):
+        if isinstance(value, int):
+            ids.add(value)
+        elif value is not None:
+            ids.update(value)
+    return ids
+
+
+@contextlib.contextmanager
+def _eval_mode(model: Any) -> Iterator[None]:
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)

@@ -1,0 +1,95 @@
+"""load_policy: one string names any policy coral can run.
+
+    "tiny"                          a fresh seeded tiny model (kwargs go to tiny_policy)
+    "tiny:<dir>" or "<dir>"         a saved HF model + tokenizer directory (HFPolicy.save / save_pretrained)
+    "<org>/<name>"                  a hub model via from_pretrained (fails clearly when offline)
+    "openai:<base_url>[#model]"     an OpenAI-compatible server, e.g. "openai:http://127.0.0.1:8000/v1#qwen"
+    "scripted:<file.json>"          a ScriptedPolicy replying with a JSON list of strings, in order, cycled
+    "vllm:<dir or hub name>"        an in-process vLLM engine (optional extra)
+Remaining keyword arguments go to the policy's constructor.
+
+This module does NOT download anything itself and does NOT cache policies: every call builds one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from coral.policy.base import Policy
+
+
+def load_policy(spec: str, **kwargs: Any) -> Policy:
+    """The policy named by `spec` (see the module docstring)."""
+    if spec == "tiny":
+        from coral.policy.tiny import tiny_policy
+
+        return tiny_policy(**kwargs)
+    kind, sep, rest = spec.partition(":")
+    if sep and kind in LOADERS:
+        return LOADERS[kind](rest, **kwargs)
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return _load_dir(spec, **kwargs)
+    if path.exists() or spec.startswith(("/", "./", "../", "~")):
+        raise FileNotFoundError(f"policy {spec!r}: not a model directory")
+    return _load_hub(spec, **kwargs)
+
+
+def _load_dir(directory: str, **kwargs: Any) -> Policy:
+    from coral.policy.hf import HFPolicy
+
+    path = Path(directory).expanduser()
+    if not path.is_dir():
+        raise FileNotFoundError(f"model directory does not exist: {directory}")
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{directory} is not a saved model directory (no config.json)")
+    return HFPolicy.load(path, **kwargs)
+
+
+def _load_hub(name: str, **kwargs: Any) -> Policy:
+    from coral.policy.hf import HFPolicy
+
+    try:
+        return HFPolicy.load(name, **kwargs)
+    except OSError as error:
+        reason = " ".join(str(error).split())[:200]
+        raise ValueError(
+            f"cannot load model {name!r}: not a local directory and not available from the Hugging Face hub ({reason})"
+        ) from error
+
+
+def _load_openai(target: str, **kwargs: Any) -> Policy:
+    from coral.policy.openai import OpenAIPolicy
+
+    url, _, model = target.partition("#")
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(
+            f"openai policy needs 'openai:http(s)://host:port/v1[#model]', got 'openai:{target}'"
+        )
+    return OpenAIPolicy(url, model=model or None, **kwargs)
+
+
+def _load_scripted(file: str, **kwargs: Any) -> Policy:
+    from coral.policy.scripted import ScriptedPolicy
+
+    path = Path(file).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"scripted replies file does not exist: {file}")
+    try:
+        replies = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"scripted replies file {file} is not valid JSON: {error}") from error
+    if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
+        raise ValueError(f"scripted replies file {file} must hold a JSON list of strings")
+    return ScriptedPolicy(replies, **kwargs)
+
+
+def _load_vllm(model: str, **kwargs: Any) -> Policy:
+    from coral.policy.vllm import VLLMPolicy
+
+    return VLLMPolicy(model, **kwargs)
+
+
+LOADERS = {"tiny": _load_dir, "openai": _load_openai, "scripted": _load_scripted, "vllm": _load_vllm}

@@ -1,0 +1,141 @@
+"""HFPolicy sampling: batching, logprobs, stopping, seeding and length limits."""
+
+import pytest
+import torch
+
+from coral.policy import DEFAULT_CHAT_TEMPLATE, GenerationRequest, HFPolicy, SamplingParams, user
+from coral.policy.openai import render_chatml
+from coral.policy.tiny import build_tokenizer
+
+
+def requests(n=4, **sampling):
+    sampling = {"max_new_tokens": 12, **sampling}
+    return [GenerationRequest(user("x" * (3 * i + 1)), SamplingParams(**sampling)) for i in range(n)]
+
+
+def test_one_completion_per_request_in_order(tiny):
+    reqs = requests(5, seed=1)
+    outs = tiny.generate(reqs)
+    assert [o.prompt_ids for o in outs] == [tiny.encode(tiny.render(r.messages)) for r in reqs]
+
+
+def test_logprobs_align_with_completion_ids(tiny):
+    for out in tiny.generate(requests(3, seed=0)):
+        assert len(out.logprobs) == len(out.completion_ids) == 12
+        assert all(lp <= 0 for lp in out.logprobs)
+
+
+def test_forward_logprobs_match_generate_logprobs_at_temperature_one(tiny):
+    outs = tiny.generate(requests(4, seed=3, temperature=1.0))
+    logprobs, mask = tiny.forward([o.prompt_ids for o in outs], [o.completion_ids for o in outs])
+    for row, out in enumerate(outs):
+        torch.testing.assert_close(logprobs[row][mask[row]], torch.tensor(out.logprobs), atol=1e-4, rtol=0)
+
+
+def test_forward_with_the_sampling_temperature_matches_generate(tiny):
+    outs = tiny.generate(requests(2, seed=3, temperature=0.7))
+    logprobs, mask = tiny.forward(
+        [o.prompt_ids for o in outs], [o.completion_ids for o in outs], temperature=0.7
+    )
+    torch.testing.assert_close(logprobs[0][mask[0]], torch.tensor(outs[0].logprobs), atol=1e-4, rtol=0)
+
+
+def test_seeded_generation_is_reproducible(tiny):
+    first = tiny.generate(requests(3, seed=7))
+    second = tiny.generate(requests(3, seed=7))
+    assert [o.completion_ids for o in first] == [o.completion_ids for o in second]
+
+
+def test_a_seeded_request_ignores_its_batch_companions(tiny):
+    alone = tiny.generate(requests(1, seed=5))[0]
+    batched = tiny.generate(requests(1, seed=5) + requests(3, temperature=1.0))[0]
+    assert alone.completion_ids == batched.completion_ids
+
+
+def test_different_seeds_sample_different_tokens(tiny):
+    a, b = (tiny.generate(requests(1, seed=s, max_new_tokens=20))[0] for s in (1, 2))
+    assert a.completion_ids != b.completion_ids
+
+
+def test_temperature_zero_picks_the_most_likely_token(tiny):
+    out = tiny.generate(requests(1, temperature=0.0))[0]
+    ids = torch.tensor([out.prompt_ids + out.completion_ids])
+    with torch.no_grad():
+        logits = tiny.model(input_ids=ids).logits[0, len(out.prompt_ids) - 1 : -1]
+    assert logits.argmax(-1).tolist() == out.completion_ids
+
+
+def test_tiny_top_p_reduces_sampling_to_greedy_with_certain_logprobs(tiny):
+    greedy = tiny.generate(requests(1, temperature=0.0))[0]
+    nucleus = tiny.generate(requests(1, temperature=1.0, top_p=1e-6, seed=0))[0]
+    assert nucleus.completion_ids == greedy.completion_ids and nucleus.logprobs == [0.0] * 12
+
+
+def test_max_new_tokens_ends_with_finish_reason_length(tiny):
+    out = tiny.generate(requests(1, max_new_tokens=5, seed=0))[0]
+    assert (len(out.completion_ids), out.finish_reason) == (5, "length")
+
+
+def test_eos_ends_the_completion_and_stays_in_ids_but_not_text(tiny):
+    eos = tiny.tokenizer.eos_token_id
+    boost = torch.zeros(len(tiny.tokenizer))
+    boost[eos] = 100.0
+    tiny.model.lm_head.register_forward_hook(lambda module, args, output: output + boost)
+    out = tiny.generate(requests(1, seed=0))[0]
+    assert (out.completion_ids, out.text, out.finish_reason) == ([eos], "", "stop")
+
+
+def test_stop_string_truncates_text_and_ends_ids_at_the_stopping_token(tiny):
+    free = tiny.generate(requests(1, seed=4, max_new_tokens=30))[0]
+    stop = tiny.decode(free.completion_ids[5:7])  # a string the model will produce again under this seed
+    out = tiny.generate(requests(1, seed=4, max_new_tokens=30, stop=(stop,)))[0]
+    assert out.finish_reason == "stop" and stop not in out.text
+    assert stop in tiny.decode(out.completion_ids) and stop not in tiny.decode(out.completion_ids[:-1])
+
+
+def test_prompt_longer_than_max_len_raises_a_clear_error(tiny):
+    long = [GenerationRequest(user("y" * 400), SamplingParams(max_new_tokens=4))]
+    with pytest.raises(ValueError, match="max length is 256"):
+        tiny.generate(long)
+
+
+def test_left_truncation_keeps_the_end_of_a_long_prompt(tiny):
+    policy = HFPolicy(tiny.model, tiny.tokenizer, truncate_prompt_left=True)
+    out = policy.generate([GenerationRequest(user("y" * 400), SamplingParams(max_new_tokens=4, seed=0))])[0]
+    full = policy.encode(policy.render(user("y" * 400)))
+    assert out.prompt_ids == full[-252:] and len(out.completion_ids) == 4
+
+
+def test_generation_stops_at_the_model_max_length(tiny):
+    prompt = user("z" * 230)
+    room = 256 - len(tiny.encode(tiny.render(prompt)))
+    out = tiny.generate([GenerationRequest(prompt, SamplingParams(max_new_tokens=100, seed=0))])[0]
+    assert (len(out.completion_ids), out.finish_reason) == (room, "length")
+
+
+def test_tokenizer_without_pad_token_still_batches(tiny):
+    tokenizer = build_tokenizer()
+    tokenizer.pad_token = None
+    policy = HFPolicy(tiny.model, tokenizer)
+    batched = policy.generate(requests(3, seed=2))
+    assert [o.completion_ids for o in batched] == [
+        policy.generate([r])[0].completion_ids for r in requests(3, seed=2)
+    ]
+
+
+def test_tokenizer_without_chat_template_renders_coral_default(tiny):
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = None
+    chat = user("hi", system="sys")
+    assert HFPolicy(tiny.model, tokenizer).render(chat) == render_chatml(chat)
+
+
+def test_default_template_is_chatml_ending_with_the_assistant_header(tiny):
+    assert tiny.tokenizer.chat_template == DEFAULT_CHAT_TEMPLATE
+    assert tiny.render(user("hi")) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_generate_restores_training_mode(tiny):
+    tiny.train()
+    tiny.generate(requests(1, seed=0, max_new_tokens=2))
+    assert tiny.model.training

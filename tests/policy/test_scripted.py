@@ -1,0 +1,39 @@
+import pytest
+
+from coral.policy import GenerationRequest, SamplingParams, ScriptedPolicy, user
+
+
+def ask(policy, text="q", **sampling):
+    return policy.generate([GenerationRequest(user(text), SamplingParams(**sampling))])[0]
+
+
+def test_list_replies_come_in_order_and_cycle():
+    policy = ScriptedPolicy(["a", "b"])
+    assert [ask(policy).text for _ in range(3)] == ["a", "b", "a"]
+
+
+def test_exhausted_list_without_cycle_raises_a_clear_error():
+    policy = ScriptedPolicy(["a"], cycle=False)
+    ask(policy)
+    with pytest.raises(IndexError, match="ran out of replies after 1"):
+        ask(policy)
+
+
+def test_callable_replies_see_the_chat():
+    policy = ScriptedPolicy(lambda messages: messages[-1]["content"].upper())
+    assert ask(policy, "hello").text == "HELLO"
+
+
+def test_stop_string_cuts_the_reply():
+    assert ask(ScriptedPolicy(["code\n```\nmore"]), stop=("```",)).text == "code\n"
+
+
+def test_ids_are_utf8_bytes_with_zero_logprobs():
+    out = ask(ScriptedPolicy(["hé"]))
+    assert out.completion_ids == list("hé".encode()) and out.logprobs == [0.0, 0.0, 0.0]
+
+
+def test_calls_are_recorded():
+    policy = ScriptedPolicy(["a"])
+    ask(policy, "first")
+    assert policy.calls == [user("first")]
