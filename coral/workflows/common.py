@@ -1,0 +1,45 @@
+"""Pieces every workflow shares: judging code against a task's public and private tests.
+
+Does NOT decide rewards: a workflow records verdicts, the trainer turns them into rewards.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from coral.trajectory import ExecutionResult, Task, TestResult
+
+
+def unrunnable(n_tests: int, why: str) -> ExecutionResult:
+    """The result for an answer that could not be run at all (nothing parsed, no code)."""
+    return ExecutionResult(tests=tuple(TestResult("error", why) for _ in range(n_tests)), error=why)
+
+
+def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None],
+          ) -> list[tuple[ExecutionResult, ExecutionResult]]:
+    """(public, private) results for each (task, code) pair, in one parallel sandbox batch.
+
+    Public and private tests run in one job per code; results are split back by position.
+    """
+    from coral.sandbox import Job
+
+    if len(tasks) != len(codes):
+        raise ValueError(f"judge: {len(tasks)} tasks but {len(codes)} codes")
+    jobs, where = [], []
+    for i, (task, code) in enumerate(zip(tasks, codes)):
+        if code is not None and code.strip():
+            jobs.append(Job(code=code, tests=task.public_tests + task.private_tests,
+                            entry_point=task.entry_point, test_setup=task.test_setup))
+            where.append(i)
+    results = sandbox.run_many(jobs) if jobs else []
+    out: list[tuple[ExecutionResult, ExecutionResult]] = [
+        (unrunnable(len(t.public_tests), "no code"), unrunnable(len(t.private_tests), "no code")) for t in tasks
+    ]
+    for i, res in zip(where, results):
+        n_pub = len(tasks[i].public_tests)
+        out[i] = (ExecutionResult(res.tests[:n_pub], res.error), ExecutionResult(res.tests[n_pub:], res.error))
+    return out
+
+
+def problem_text(task: Task) -> str:
+    return task.prompt.strip()
