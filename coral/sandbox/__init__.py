@@ -1,1 +1,60 @@
+"""coral.sandbox: run untrusted (model-written) code against tests and return per-test verdicts.
 
+    from coral.sandbox import Sandbox, Job, run_task
+    with Sandbox(workers=2) as sb:
+        result = sb.run(code, tests, entry_point="add")
+
+How it works. Each worker is a small fork server (`_server.py`) started inside bubblewrap. For
+every test it forks a fresh *candidate* process that confines itself (new process group, death
+signal, no_new_privs, Landlock, rlimits on CPU / address space / file size / open files /
+processes, all capabilities dropped, then a seccomp filter assembled once in the server) and only
+then runs the program. Stdio tests: the program reads stdin from a memfd and writes stdout to a
+memfd; the host compares the output (trailing whitespace stripped per line and overall).
+Assert tests: a separate process, the *judge* (persistent per worker, forked from the server,
+which never holds test data), runs the test statements; `candidate` and any
+other name the tests take from the solution are proxies whose calls run in the candidate process
+and whose return values come back through a strict encoder that accepts only exact builtin types
+(no subclasses, no objects with custom `__eq__`). The judge rebuilds fresh builtin values, does
+every comparison itself and writes its verdict to a memfd the candidate never holds.
+
+Threat model -- what IS contained (each has a test in tests/sandbox/test_hostile.py):
+- Forged verdicts: a pass requires the judge to finish the test code with values it compared
+  itself. `sys.exit(0)`, `os._exit`, killing processes, patching builtins or `assert`, returning
+  objects with overridden `__eq__`, printing fake result lines, or deleting the harness inside the
+  candidate yield fail / error, never pass. Expected outputs and test code are never in the
+  candidate's memory: the fork server never reads them (memfds handed from host to judge).
+- Resource abuse: CPU (wall deadline + RLIMIT_CPU), memory (RLIMIT_AS -> "memory"), output and
+  disk (RLIMIT_FSIZE, size-capped tmpfs -> "output_limit"), fork bombs (fork/exec denied by
+  seccomp unless `allow_subprocess`), thread bombs (address-space limit), deep recursion.
+- Escape / exfiltration: no network (network namespace + socket syscalls denied + Landlock TCP),
+  no host files beyond the interpreter's directories (bwrap mount namespace, read-only; Landlock
+  allows only those plus the run dir), no host environment (cleared), no signals or ptrace to
+  other processes (pid namespace + seccomp + Landlock scope), a private writable run dir emptied
+  after every test, uid 65534 in a user namespace, a new session, and death with the parent.
+
+What is NOT contained / known limits:
+- Python-level cheating that does not forge the channel, e.g. special-casing the visible inputs,
+  is not detected. Names the tests borrow from the solution (HumanEval's `poly`,
+  `encode_cyclic`) run in the candidate and are therefore untrusted; put trusted helpers in
+  `test_setup` instead.
+- Arguments are copied into the candidate, so in-place mutation of arguments is not visible to
+  the tests; tests that pass functions or other non-builtin objects as arguments get "error".
+- Kernel exploits, side channels and timing noise. The seccomp filter is a deny-list (tables for
+  x86_64 and aarch64 only). When the host runs as root, the sandbox uid maps to root outside and
+  the kernel ignores RLIMIT_NPROC, so with `allow_subprocess=True` a fork bomb is bounded only by
+  the deadline; keep `allow_subprocess` off for untrusted code or run the host unprivileged.
+- Fallback (`isolation == "none"`, logged loudly, refused with `require_isolation=True`): no
+  namespaces; containment rests on seccomp, Landlock (if the kernel has it), rlimits and dropped
+  capabilities, and the run dir lives on the host disk (each file capped by RLIMIT_FSIZE).
+- Peak memory is `ru_maxrss` of the candidate minus its RSS right after fork; timings include
+  the fork and the program's own top-level code, which runs once per test.
+- Test code is trusted: it runs unconfined (inside bwrap) in the judge, which is shared by the
+  tests of one worker, so module-level state that test code changes persists across tests.
+- `CORAL_SANDBOX_FORCE_FALLBACK=1` forces the fallback (for testing it on hosts with bwrap).
+
+This package does NOT load benchmarks, build tests from datasets or compute pass@k.
+"""
+
+from coral.sandbox.sandbox import Job, Sandbox, run_task
+
+__all__ = ["Job", "Sandbox", "run_task"]

@@ -1,0 +1,267 @@
+"""The two forked roles of one test: the candidate (untrusted) and the judge (trusted).
+
+Candidate: runs the submitted program after confinement. For assert tests it then serves calls
+from the judge over a pipe: `["call", name, args, kwargs]` -> `["ok", value]` or `["raise", type,
+message]`, `["get", name]` -> `["callable"]` or `["ok", value]`. Values cross through the strict
+encoder in `_wire`, so only exact builtin types leave the candidate.
+Judge: a separate process forked from the server before any untrusted code runs. It executes the
+test statements with `candidate` (and any other name the tests take from the solution) bound to
+remote proxies, compares the rebuilt builtin values itself, and writes its verdict to a memfd the
+candidate never holds. For stdio tests there is no judge: the host compares the captured stdout.
+
+This module does NOT confine processes (see `_confine`) nor map outcomes to verdicts (host side).
+Stdlib-only: it runs inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import builtins
+import fcntl
+import json
+import os
+import sys
+import traceback
+
+from _wire import WireError, decode, encode, read_frame, write_frame
+
+RPC_IN, RPC_OUT = 3, 4  # candidate: calls in, replies out; judge: replies in, calls out
+LOADED_MARK = b"L\n"  # written to the verdict memfd once the program has loaded
+_BUILTIN_NAMES = frozenset(vars(builtins))
+
+
+def _describe(exc: BaseException) -> tuple[str, str]:
+    try:
+        return type(exc).__name__[:100], str(exc)[:500]
+    except BaseException:  # a hostile __str__ must not break the reply
+        return "Exception", "<unprintable exception>"
+
+
+def run_candidate_assert(code: object) -> None:
+    """Load the solution, then answer the judge's calls until it hangs up."""
+    namespace: dict = {"__name__": "solution", "__builtins__": builtins}
+    try:
+        exec(code, namespace)
+    except BaseException as exc:  # includes SystemExit: exiting while loading is a load error
+        write_frame(RPC_OUT, ["load_error", *_describe(exc)])
+        os._exit(1)
+    write_frame(RPC_OUT, ["ready"])
+    while True:
+        try:
+            request = read_frame(RPC_IN)
+        except EOFError:
+            os._exit(0)
+        write_frame(RPC_OUT, _answer(namespace, request))
+
+
+def _answer(namespace: dict, request: list) -> list:
+    op, name = request[0], request[1]
+    if name not in namespace:
+        return ["raise", "NameError", f"name {name!r} is not defined by the solution"]
+    target = namespace[name]
+    try:
+        if op == "get":
+            return ["callable"] if callable(target) else ["ok", encode(target)]
+        result = target(*decode(request[2]), **decode(request[3]))
+        return ["ok", encode(result)]
+    except WireError as exc:
+        return ["unsupported", str(exc)]
+    except BaseException as exc:
+        return ["raise", *_describe(exc)]
+
+
+def run_candidate_stdio(code: object) -> None:
+    """Run the program as __main__ on the inherited stdin/stdout; never returns."""
+    sys.stdin = sys.__stdin__ = open(0, closefd=False)  # noqa: SIM115
+    sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)  # noqa: SIM115
+    sys.stderr = sys.__stderr__ = open(2, "w", closefd=False)  # noqa: SIM115
+    status = 0
+    try:
+        exec(code, {"__name__": "__main__", "__builtins__": builtins})
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(status & 0xFF)
+
+
+# ----------------------------------------------------------------------------------- judge side
+class CandidateGone(Exception):
+    """The candidate process closed the channel (exited, crashed or was killed)."""
+
+
+class Unsupported(Exception):
+    """The candidate returned a value outside the exact builtin types."""
+
+
+class Untransferable(Exception):
+    """A test argument cannot be sent to the candidate (e.g. a function)."""
+
+
+def _remote_exception(type_name: str, message: str) -> BaseException:
+    """A fresh exception of the builtin class the candidate named, marked as remote."""
+    base = getattr(builtins, type_name, None)
+    if not (isinstance(base, type) and issubclass(base, BaseException)):
+        base = RuntimeError
+    try:
+        exc = type(type_name, (base,), {"coral_remote": True})(message)
+    except Exception:
+        exc = type(type_name, (RuntimeError,), {"coral_remote": True})(message)
+    return exc
+
+
+def _rpc(request: list) -> object:
+    try:
+        write_frame(RPC_OUT, request)
+        reply = read_frame(RPC_IN)
+    except (EOFError, OSError) as exc:
+        raise CandidateGone("the candidate process died") from exc
+    kind = reply[0] if type(reply) is list and reply else None
+    if kind == "ok" and len(reply) == 2:
+        try:
+            return decode(reply[1])
+        except Exception as exc:  # malformed encoding or unhashable keys
+            raise Unsupported(f"malformed value from the candidate: {exc}") from exc
+    if kind == "callable":
+        return _RemoteFunction(request[1])
+    if kind == "raise" and len(reply) == 3:
+        raise _remote_exception(str(reply[1]), str(reply[2]))
+    if kind == "unsupported":
+        raise Unsupported(f"the candidate returned a value the judge cannot check: {reply[1:]}")
+    raise Unsupported("malformed reply from the candidate")
+
+
+class _RemoteFunction:
+    """Stands for a function of the solution; calling it runs the function in the candidate."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        try:
+            payload = [encode(list(args)), encode(dict(kwargs))]
+        except WireError as exc:
+            raise Untransferable(f"cannot send the test's arguments to the candidate: {exc}") from exc
+        return _rpc(["call", self._name, *payload])
+
+    def __repr__(self) -> str:
+        return f"<solution function {self._name}>"
+
+
+class _TestGlobals(dict):
+    """Globals of the test code: names it does not define come from the solution, remotely."""
+
+    def __init__(self, entry_point: str) -> None:
+        super().__init__(__name__="__coral_test__", __builtins__=builtins)
+        self._entry_point = entry_point
+
+    def __missing__(self, name: str) -> object:
+        if name in _BUILTIN_NAMES:
+            raise KeyError(name)
+        remote = self._entry_point if name == "candidate" and self._entry_point else name
+        value = _rpc(["get", remote])
+        self[name] = value
+        return value
+
+
+def _failure_line(exc: BaseException, test_code: str) -> str:
+    lines = test_code.splitlines()
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename == "<test>" and frame.lineno and frame.lineno <= len(lines):
+            return lines[frame.lineno - 1].strip()
+    return ""
+
+
+_CODE_CACHE: dict[tuple[str, str], object] = {}
+
+
+def _compiled(source: str, filename: str) -> object:
+    """Compile test code once per judge process (the judge serves many tests)."""
+    key = (source, filename)
+    if key not in _CODE_CACHE:
+        if len(_CODE_CACHE) > 512:
+            _CODE_CACHE.clear()
+        _CODE_CACHE[key] = compile(source, filename, "exec")
+    return _CODE_CACHE[key]
+
+
+def judge(payload: dict, on_loaded=lambda: None) -> dict:
+    """Run one assert test against the candidate; the returned dict is the verdict.
+
+    `on_loaded` is called once the program has loaded, so the host can tell a load-time timeout.
+    """
+    try:
+        ready = read_frame(RPC_IN)
+    except (EOFError, OSError):
+        return {"status": "crash", "message": "the program exited while loading"}
+    if type(ready) is not list or not ready or ready[0] != "ready":
+        detail = ": ".join(str(x) for x in ready[1:3]) if type(ready) is list else "bad handshake"
+        return {"status": "load_error", "message": detail[:500]}
+    on_loaded()
+    namespace = _TestGlobals(payload["entry_point"])
+    test_code = payload["test"]
+    try:
+        compiled_test = _compiled(test_code, "<test>")
+        exec(_compiled(payload["test_setup"], "<test_setup>"), namespace)
+    except BaseException as exc:
+        return {"status": "setup_error", "message": ": ".join(_describe(exc))}
+    try:
+        exec(compiled_test, namespace)
+    except CandidateGone as exc:
+        return {"status": "crash", "message": str(exc)}
+    except (Unsupported, Untransferable) as exc:
+        return {"status": "error", "message": str(exc)[:500]}
+    except BaseException as exc:
+        name, message = _describe(exc)
+        where = _failure_line(exc, test_code)
+        text = f"{name}: {message}".rstrip(": ") + (f" at `{where}`" if where else "")
+        if getattr(exc, "coral_remote", False):
+            return {"status": "error", "exc": name, "message": "the program raised " + text}
+        return {"status": "fail", "message": text[:500]}
+    return {"status": "pass"}
+
+
+JUDGE_CONTROL_FD, JUDGE_PAYLOAD_FD, JUDGE_VERDICT_FD = 5, 6, 7
+
+
+def judge_one(payload_fd: int, verdict_fd: int) -> None:
+    """Read one test from its memfd, judge it against the candidate, write the verdict."""
+    os.lseek(payload_fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(payload_fd, 1 << 20):
+        chunks.append(chunk)
+    verdict = judge(json.loads(b"".join(chunks)), on_loaded=lambda: os.write(verdict_fd, LOADED_MARK))
+    os.write(verdict_fd, json.dumps(verdict).encode()[:16384])
+
+
+def serve_judge() -> None:
+    """The judge loop: per test, receive [payload, verdict, replies-in, calls-out] fds from the
+    server, judge, close them and answer one byte. The server kills and respawns a judge that
+    misses the deadline; never returns."""
+    import socket
+
+    control = socket.socket(fileno=JUDGE_CONTROL_FD)
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(control, 1, 4)
+        except OSError:
+            os._exit(1)
+        if len(fds) != 4:
+            os._exit(0)  # the server hung up
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 16) for fd in fds]  # received numbers may overlap targets
+        for fd in fds:
+            os.close(fd)
+        for source, target in zip(high, (JUDGE_PAYLOAD_FD, JUDGE_VERDICT_FD, RPC_IN, RPC_OUT), strict=True):
+            os.dup2(source, target)
+            os.close(source)
+        try:
+            judge_one(JUDGE_PAYLOAD_FD, JUDGE_VERDICT_FD)
+        except Exception:
+            pass  # no verdict written: the host reports "the judge produced no verdict"
+        for fd in (JUDGE_PAYLOAD_FD, JUDGE_VERDICT_FD, RPC_IN, RPC_OUT):
+            os.close(fd)  # the candidate sees EOF and exits
+        control.sendall(b"d")

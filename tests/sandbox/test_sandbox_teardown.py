@@ -1,0 +1,99 @@
+"""Clean teardown: no processes or temp dirs after close(), restart after a worker dies, and
+workers die with their parent."""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import pytest
+from sandbox_helpers import asserts, make_sandbox
+
+GOOD = ("def f(x):\n    return x\n", asserts("assert candidate(3) == 3"))
+
+
+def _children(zombies: bool = False) -> dict[int, int]:
+    """pid -> parent pid of every live process (and of zombies when asked)."""
+    parents = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = open(stat).read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if zombies or fields[0] != "Z":
+            parents[int(stat.split("/")[2])] = int(fields[1])
+    return parents
+
+
+def descendants(pid: int) -> set[int]:
+    parents, found, frontier = _children(), set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _wait_gone(pids: set[int], timeout_s: float = 5.0) -> set[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        alive = pids & set(_children())
+        if not alive:
+            return set()
+        time.sleep(0.05)
+    return alive
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "none"])
+def test_close_leaves_no_processes_and_no_temp_dirs(isolation):
+    before_pids = descendants(os.getpid())
+    before_dirs = set(glob.glob(os.path.join(tempfile.gettempdir(), "coral-sandbox-*")))
+    sb = make_sandbox(isolation, workers=2)
+    assert sb.run(GOOD[0], GOOD[1], entry_point="f").passed
+    started = descendants(os.getpid()) - before_pids
+    assert started, "the workers should be running before close()"
+    sb.close()
+    assert _wait_gone(started, timeout_s=0.5) == set()
+    assert {pid for pid, parent in _children(zombies=True).items() if parent == os.getpid()} <= before_pids
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "coral-sandbox-*"))) == before_dirs
+
+
+def test_a_killed_worker_is_restarted_for_the_next_job():
+    sb = make_sandbox("bwrap")
+    try:
+        for worker in sb._all:
+            os.killpg(worker.proc.pid, signal.SIGKILL)
+            worker.proc.wait()
+        assert sb.run(GOOD[0], GOOD[1], entry_point="f").passed
+    finally:
+        sb.close()
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "none"])
+def test_workers_die_when_the_parent_is_killed(isolation):
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from sandbox_helpers import make_sandbox, asserts
+        sb = make_sandbox({isolation!r})
+        assert sb.run("def f():\\n    return 1\\n", asserts("assert candidate() == 1"), entry_point="f").passed
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    dirs_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "coral-sandbox-*")))
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        workers = descendants(parent.pid)
+        assert workers
+        parent.kill()
+        parent.wait()
+        assert _wait_gone(workers) == set()
+        assert set(glob.glob(os.path.join(tempfile.gettempdir(), "coral-sandbox-*"))) == dirs_before
+    finally:
+        parent.kill()
