@@ -1,0 +1,55 @@
+"""bench/grpo_step_vs_trl.py: its reward, its prompt-token check, and one real step per side."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "grpo_step_vs_trl.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("grpo_step_vs_trl", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+def test_reward_is_the_fraction_of_ascii_lowercase_characters(bench):
+    assert bench.lowercase_fraction("abC1") == 0.5
+    assert bench.lowercase_fraction("") == 0.0
+
+
+def test_trl_reward_scores_the_content_of_conversational_completions(bench):
+    completions = [[{"role": "assistant", "content": "ab"}], [{"role": "assistant", "content": "AB"}]]
+    assert bench.trl_reward(completions) == [1.0, 0.0]
+
+
+def test_prompt_check_rejects_a_tokenizer_whose_chat_template_differs(bench):
+    policy = bench.tiny_policy(seed=0)
+    other = copy.deepcopy(policy.tokenizer)
+    other.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    with pytest.raises(SystemExit, match="tokenise it differently"):
+        bench.check_same_prompt_ids(policy, other, ["hello"])
+
+
+def test_run_bench_rejects_groups_of_one_completion(bench):
+    with pytest.raises(ValueError, match="generations >= 2"):
+        bench.run_bench(prompt_count=2, generations=1)
+
+
+@pytest.mark.slow
+def test_one_timed_step_per_side_changes_both_models_parameters(bench):
+    result = bench.run_bench(prompt_count=2, generations=4, new_tokens=8, steps=1)
+    for side in (result.coral, result.trl):
+        assert len(side.step_s) == 1
+        assert side.param_change_norm > 0
+        assert 0 < side.rollout_s[0] < side.step_s[0]
+    assert result.ratio > 0
