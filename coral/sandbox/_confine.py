@@ -4,9 +4,11 @@ The seccomp program is assembled once (`build_seccomp`) in the fork server and i
 forked child after patching in its own pid (`install_seccomp`). It is a deny-list returning EPERM
 for networking, process creation (unless subprocesses are allowed), signalling other processes,
 tracing, namespaces, mounts, io_uring, bpf, keyrings and module loading; an unknown architecture
-or the x32 ABI is killed outright. Landlock (when the kernel has it) limits the filesystem to
-read-only interpreter paths plus one writable run directory, and blocks TCP and signals out of
-the domain where the ABI supports it.
+or the x32 ABI is killed outright. The program is a binary search over syscall numbers: the
+kernel pre-evaluates each new filter for every syscall number when it is installed, and a linear
+chain of ~70 comparisons made that cost ~0.3 ms per child. Landlock (when the kernel has it)
+limits the filesystem to read-only interpreter paths plus one writable run directory, and blocks
+TCP and signals out of the domain where the ABI supports it.
 
 This module does NOT choose limits or verdicts, and it is NOT a complete syscall allow-list:
 syscalls outside the deny-list (file I/O, mmap, futex...) stay available to the candidate.
@@ -84,17 +86,44 @@ def _errno(code: int) -> int:
     return 0x00050000 | code
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
 class SeccompProgram:
-    """An assembled filter; `pid_slot` is the instruction whose constant is the child's pid."""
+    """An assembled filter; `pid_slot` is the instruction whose constant is the child's pid.
+
+    The ctypes view and `sock_fprog` are built once here, in the server, so a forked child only
+    patches its pid and makes one prctl call (each Python object a child touches costs it a
+    copy-on-write page fault)."""
 
     def __init__(self, program: bytearray, pid_slot: int) -> None:
         self.program, self.pid_slot = program, pid_slot
+        self._buffer = (ctypes.c_char * len(program)).from_buffer(program)
+        self.fprog = _SockFprog(len(program) // 8, ctypes.cast(self._buffer, ctypes.c_void_p))
+        self.fprog_ref = ctypes.byref(self.fprog)
 
 
-def _arg_rule(nr: int, arg: int, op: int, value: int, if_true: int, if_false: int) -> list[bytes]:
-    """Block: when syscall == nr, return if_true when (arg <op> value) else if_false."""
-    return [_ins(_JEQ, nr, 0, 4), _ins(_LD_ABS, 16 + 8 * arg), _ins(op, value, 0, 1),
-            _ins(_RET, if_true), _ins(_RET, if_false)]
+_PID_PLACEHOLDER = 0x7FFFFFF0  # replaced by the child's pid in install_seccomp
+
+
+def _arg_rule(arg: int, op: int, value: int, if_true: int, if_false: int) -> list[bytes]:
+    """Leaf block: return if_true when (syscall argument `arg` <op> value) else if_false."""
+    return [_ins(_LD_ABS, 16 + 8 * arg), _ins(op, value, 0, 1), _ins(_RET, if_true), _ins(_RET, if_false)]
+
+
+def _search_tree(rules: list[tuple[int, list[bytes]]]) -> list[bytes]:
+    """Binary search over the syscall number in A (rules sorted by number); numbers without a rule
+    are allowed. O(log n) per syscall, and the kernel's per-filter pre-evaluation of every syscall
+    number (its allow-bitmap cache, paid at each install) stays short."""
+    if len(rules) == 1:
+        nr, block = rules[0]
+        return [_ins(_JEQ, nr, 0, len(block))] + block + [_ins(_RET, RET_ALLOW)]
+    mid = len(rules) // 2
+    left, right = _search_tree(rules[:mid]), _search_tree(rules[mid:])
+    if len(left) > 255:
+        raise ValueError("seccomp search tree too deep for 8-bit BPF jumps")
+    return [_ins(_JGE, rules[mid][0], len(left), 0)] + left + right
 
 
 def build_seccomp(allow_subprocess: bool) -> SeccompProgram | None:
@@ -109,34 +138,28 @@ def build_seccomp(allow_subprocess: bool) -> SeccompProgram | None:
     if machine == "x86_64":  # x32 syscalls alias the 64-bit table: refuse them wholesale
         out += [_ins(_JGE, 0x40000000, 0, 1), _ins(_RET, RET_KILL)]
     denied = list(_ALWAYS_DENIED) + ([] if allow_subprocess else list(_SUBPROCESS))
-    for name in denied:
-        if name in nr:
-            out += [_ins(_JEQ, nr[name], 0, 1), _ins(_RET, eperm)]
-    out += [_ins(_JEQ, nr["clone3"], 0, 1), _ins(_RET, _errno(errno.ENOSYS))]  # libc falls back to clone
+    rules = {nr[name]: [_ins(_RET, eperm)] for name in denied if name in nr}
+    rules[nr["clone3"]] = [_ins(_RET, _errno(errno.ENOSYS))]  # libc falls back to clone
     if not allow_subprocess:  # clone only for threads
-        out += _arg_rule(nr["clone"], 0, _JSET, CLONE_THREAD, RET_ALLOW, eperm)
+        rules[nr["clone"]] = _arg_rule(0, _JSET, CLONE_THREAD, RET_ALLOW, eperm)
     if allow_subprocess:  # kill(-1) would reach every process of this uid
-        out += _arg_rule(nr["kill"], 0, _JEQ, 0xFFFFFFFF, eperm, RET_ALLOW)
+        rules[nr["kill"]] = _arg_rule(0, _JEQ, 0xFFFFFFFF, eperm, RET_ALLOW)
     else:  # only the own process group (pid 0)
-        out += _arg_rule(nr["kill"], 0, _JEQ, 0, RET_ALLOW, eperm)
+        rules[nr["kill"]] = _arg_rule(0, _JEQ, 0, RET_ALLOW, eperm)
     for name, arg in (("prlimit64", 0), ("setpriority", 1), ("sched_setaffinity", 0)):
-        out += _arg_rule(nr[name], arg, _JEQ, 0, RET_ALLOW, eperm)
-    pid_slot = len(out) + 2  # tgkill: only threads of the own process
-    out += _arg_rule(nr["tgkill"], 0, _JEQ, 0, RET_ALLOW, eperm)
-    out.append(_ins(_RET, RET_ALLOW))
-    return SeccompProgram(bytearray(b"".join(out)), pid_slot)
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+        rules[nr[name]] = _arg_rule(arg, _JEQ, 0, RET_ALLOW, eperm)
+    rules[nr["tgkill"]] = _arg_rule(0, _JEQ, _PID_PLACEHOLDER, RET_ALLOW, eperm)  # own threads only
+    out += _search_tree(sorted(rules.items()))
+    slots = [i for i, ins in enumerate(out) if ins == _ins(_JEQ, _PID_PLACEHOLDER, 0, 1)]
+    if len(slots) != 1:
+        raise ValueError(f"seccomp program must have one pid slot, found {len(slots)}")
+    return SeccompProgram(bytearray(b"".join(out)), slots[0])
 
 
 def install_seccomp(prog: SeccompProgram, pid: int) -> None:
     """Load the filter into the calling process (after PR_SET_NO_NEW_PRIVS)."""
     struct.pack_into("<I", prog.program, prog.pid_slot * 8 + 4, pid)
-    buf = (ctypes.c_char * len(prog.program)).from_buffer(prog.program)
-    fprog = _SockFprog(len(prog.program) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog.fprog_ref, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
@@ -194,17 +217,16 @@ def restrict_landlock(ruleset_fd: int) -> None:
         raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
 
 
-_CAPSET = {"x86_64": 126, "aarch64": 91}
+_CAPSET_NR = {"x86_64": 126, "aarch64": 91}.get(platform.machine())
+_CAP_HEADER = struct.pack("<Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+_CAP_DATA = bytes(24)  # two zeroed __user_cap_data_struct
 
 
 def drop_capabilities() -> None:
     """Empty the effective, permitted and inheritable sets (matters when the host runs as root)."""
-    number = _CAPSET.get(platform.machine())
-    if number is None:
+    if _CAPSET_NR is None:
         return
-    header = struct.pack("<Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
-    data = bytes(24)  # two zeroed __user_cap_data_struct
-    if _libc.syscall(number, header, data) != 0:
+    if _libc.syscall(_CAPSET_NR, _CAP_HEADER, _CAP_DATA) != 0:
         raise OSError(ctypes.get_errno(), "capset failed")
 
 

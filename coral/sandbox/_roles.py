@@ -1,9 +1,12 @@
 """The two forked roles of one test: the candidate (untrusted) and the judge (trusted).
 
 Candidate: runs the submitted program after confinement. For assert tests it then serves calls
-from the judge over a pipe: `["call", name, args, kwargs]` -> `["ok", value]` or `["raise", type,
-message]`, `["get", name]` -> `["callable"]` or `["ok", value]`. Values cross through the strict
-encoder in `_wire`, so only exact builtin types leave the candidate.
+from the judge over a pipe, for every assert test of one job in turn: `["call", name, args,
+kwargs, token]` -> `["ok", value, token]` or `["raise", type, message, token]`, `["get", name,
+token]` -> `["callable", token]` or `["ok", value, token]`. The token is 16 random bytes per call,
+so a reply cannot be written before its request was read: frames a program queues up in one test
+are refused in the next. Values cross through the strict encoder in `_wire`, so only exact
+builtin types leave the candidate.
 Judge: a separate process forked from the server before any untrusted code runs. It executes the
 test statements with `candidate` (and any other name the tests take from the solution) bound to
 remote proxies, compares the rebuilt builtin values itself, and writes its verdict to a memfd the
@@ -50,10 +53,11 @@ def run_candidate_assert(code: object) -> None:
             request = read_frame(RPC_IN)
         except EOFError:
             os._exit(0)
-        write_frame(RPC_OUT, _answer(namespace, request))
+        write_frame(RPC_OUT, _answer(namespace, request) + [request[-1]])
 
 
 def _answer(namespace: dict, request: list) -> list:
+    """The reply to one request, without its token (the caller appends it)."""
     op, name = request[0], request[1]
     if name not in namespace:
         return ["raise", "NameError", f"name {name!r} is not defined by the solution"]
@@ -115,12 +119,16 @@ def _remote_exception(type_name: str, message: str) -> BaseException:
 
 
 def _rpc(request: list) -> object:
+    token = os.urandom(16).hex()
     try:
-        write_frame(RPC_OUT, request)
+        write_frame(RPC_OUT, request + [token])
         reply = read_frame(RPC_IN)
     except (EOFError, OSError) as exc:
         raise CandidateGone("the candidate process died") from exc
-    kind = reply[0] if type(reply) is list and reply else None
+    if type(reply) is not list or not reply or reply[-1] != token:
+        raise Unsupported("a reply from the candidate did not answer the judge's request")
+    reply = reply[:-1]
+    kind = reply[0] if reply else None
     if kind == "ok" and len(reply) == 2:
         try:
             return decode(reply[1])
@@ -189,18 +197,21 @@ def _compiled(source: str, filename: str) -> object:
     return _CODE_CACHE[key]
 
 
-def judge(payload: dict, on_loaded=lambda: None) -> dict:
+def judge(payload: dict, on_loaded=lambda: None, fresh: bool = True) -> dict:
     """Run one assert test against the candidate; the returned dict is the verdict.
 
-    `on_loaded` is called once the program has loaded, so the host can tell a load-time timeout.
+    A `fresh` candidate first reports that the program loaded; one that already served earlier
+    tests of the job has. `on_loaded` is called once the program has loaded, so the host can tell
+    a load-time timeout.
     """
-    try:
-        ready = read_frame(RPC_IN)
-    except (EOFError, OSError):
-        return {"status": "crash", "message": "the program exited while loading"}
-    if type(ready) is not list or not ready or ready[0] != "ready":
-        detail = ": ".join(str(x) for x in ready[1:3]) if type(ready) is list else "bad handshake"
-        return {"status": "load_error", "message": detail[:500]}
+    if fresh:
+        try:
+            ready = read_frame(RPC_IN)
+        except (EOFError, OSError, WireError):
+            return {"status": "crash", "message": "the program exited while loading"}
+        if type(ready) is not list or not ready or ready[0] != "ready":
+            detail = ": ".join(str(x) for x in ready[1:3]) if type(ready) is list else "bad handshake"
+            return {"status": "load_error", "message": detail[:500]}
     on_loaded()
     namespace = _TestGlobals(payload["entry_point"])
     test_code = payload["test"]
@@ -228,26 +239,28 @@ def judge(payload: dict, on_loaded=lambda: None) -> dict:
 JUDGE_CONTROL_FD, JUDGE_PAYLOAD_FD, JUDGE_VERDICT_FD = 5, 6, 7
 
 
-def judge_one(payload_fd: int, verdict_fd: int) -> None:
+def judge_one(payload_fd: int, verdict_fd: int, fresh: bool = True) -> None:
     """Read one test from its memfd, judge it against the candidate, write the verdict."""
     os.lseek(payload_fd, 0, os.SEEK_SET)
     chunks = []
     while chunk := os.read(payload_fd, 1 << 20):
         chunks.append(chunk)
-    verdict = judge(json.loads(b"".join(chunks)), on_loaded=lambda: os.write(verdict_fd, LOADED_MARK))
+    verdict = judge(json.loads(b"".join(chunks)), lambda: os.write(verdict_fd, LOADED_MARK), fresh)
     os.write(verdict_fd, json.dumps(verdict).encode()[:16384])
 
 
 def serve_judge() -> None:
-    """The judge loop: per test, receive [payload, verdict, replies-in, calls-out] fds from the
-    server, judge, close them and answer one byte. The server kills and respawns a judge that
-    misses the deadline; never returns."""
+    """The judge loop: per test, receive b"t" (a fresh candidate) or b"r" (one that served earlier
+    tests of the job) with [payload, verdict, replies-in, calls-out] fds from the server, judge,
+    close them and answer one byte. The server keeps its own copies of the candidate's pipes
+    while the candidate lives. The server kills and respawns a judge that misses the deadline;
+    never returns."""
     import socket
 
     control = socket.socket(fileno=JUDGE_CONTROL_FD)
     while True:
         try:
-            _, fds, _, _ = socket.recv_fds(control, 1, 4)
+            kind, fds, _, _ = socket.recv_fds(control, 1, 4)
         except OSError:
             os._exit(1)
         if len(fds) != 4:
@@ -259,9 +272,9 @@ def serve_judge() -> None:
             os.dup2(source, target)
             os.close(source)
         try:
-            judge_one(JUDGE_PAYLOAD_FD, JUDGE_VERDICT_FD)
+            judge_one(JUDGE_PAYLOAD_FD, JUDGE_VERDICT_FD, fresh=kind != b"r")
         except Exception:
             pass  # no verdict written: the host reports "the judge produced no verdict"
         for fd in (JUDGE_PAYLOAD_FD, JUDGE_VERDICT_FD, RPC_IN, RPC_OUT):
-            os.close(fd)  # the candidate sees EOF and exits
+            os.close(fd)
         control.sendall(b"d")

@@ -19,11 +19,10 @@ from __future__ import annotations
 import array
 import fcntl
 import gc
-import hashlib
+import importlib
 import json
 import math
 import os
-import select
 import shutil
 import signal
 import socket
@@ -31,9 +30,23 @@ import sys
 import time
 
 import _confine
+import _measure
 from _roles import JUDGE_CONTROL_FD, run_candidate_assert, run_candidate_stdio, serve_judge
 
-_PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+# Imported once here, so a program importing them finds them in sys.modules instead of executing
+# them again in every candidate (`typing` alone costs a forked child ~6 ms). Only stateless,
+# common modules: `random` is left out on purpose, or every candidate and the judge would share
+# one generator state and a program could predict the inputs a test draws.
+PRELOAD = ("typing", "math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string")
+
+
+class _Live:
+    """The candidate serving the assert tests of one job; the server keeps the judge's ends of its
+    pipes, so the candidate waits for the next test instead of seeing EOF."""
+
+    def __init__(self, job: str | None, pid: int, judge_fds: tuple[int, int], forked_at: float) -> None:
+        self.job, self.pid, self.judge_fds, self.forked_at = job, pid, judge_fds, forked_at
+        self.served = False
 
 
 class Server:
@@ -44,59 +57,123 @@ class Server:
         self.landlock = _confine.build_landlock(config["read_paths"], self.run_dir, config["device_files"])
         self.codes: dict[str, object] = {}
         self.judge: tuple[int, socket.socket] | None = None  # (pid, control socket), spawned lazily
+        self.live: _Live | None = None  # the candidate of the job being run, between its tests
 
     def info(self) -> dict:
         return {"seccomp": self.seccomp is not None, "landlock": self.landlock is not None,
                 "landlock_abi": _confine.landlock_abi(), "pid": os.getpid()}
 
     def compiled(self, source: str) -> object:
-        key = hashlib.sha256(source.encode()).hexdigest()
-        if key not in self.codes:
-            if len(self.codes) > 256:
+        """Compiled program, cached for the tests of one job; kept small because every object
+        in this process makes each fork (page-table copy) and each child (page faults) dearer."""
+        if source not in self.codes:
+            if len(self.codes) >= 4:
                 self.codes.clear()
-            self.codes[key] = compile(source, "<solution>", "exec")
-        return self.codes[key]
+            self.codes[source] = compile(source, "<solution>", "exec")
+        return self.codes[source]
 
     # ------------------------------------------------------------------------------ one test
     def run(self, req: dict, fds: list[int]) -> dict:
         try:
             code = self.compiled(req["code"])
         except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+            self.end_live()
+            for fd in fds:
+                os.close(fd)
             return {"compile_error": f"{type(exc).__name__}: {exc}"}
-        with open("/proc/self/statm") as f:
-            vsize_pages, rss_pages = (int(x) for x in f.read().split()[:2])
-        limits = {"cpu_s": math.ceil(req["timeout_s"]) + 1,
-                  "address_space_bytes": vsize_pages * _PAGE_KB * 1024 + req["memory_mb"] * 2**20,
-                  "file_size_bytes": req["output_limit_bytes"], "open_files": 64, "processes": 64}
-        assert_kind = req["kind"] == "assert"
-        if assert_kind:
-            self._judge_socket()  # forked before this test's pipes exist
-        rpc = (os.pipe(), os.pipe()) if assert_kind else None
+        if req["kind"] == "assert":
+            return self._run_assert(req, code, fds)
+        self.end_live()
         start = time.monotonic()
+        c_pid, base_r, rss_pages = self._fork(req, code, fds, None)
+        for fd in fds:
+            os.close(fd)
+        timed_out = _measure.wait_readable(os.pidfd_open(c_pid), start + req["timeout_s"], close=True)
+        _kill_group(c_pid)
+        _, c_status, usage = os.wait4(c_pid, 0)
+        _reap_orphans()
+        self._wipe_run_dir()
+        rss_kb = _measure.read_base_rss_kb(base_r, rss_pages)
+        return {"timed_out": timed_out, "c_status": c_status, "wall_s": time.monotonic() - start,
+                "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mb": max(0.0, (usage.ru_maxrss - rss_kb) / 1024)}
+
+    def _fork(self, req: dict, code: object, fds: list[int], rpc) -> tuple[int, int, int]:
+        """Fork a confined candidate; (pid, pipe its RSS right after the fork arrives on, server RSS)."""
+        vsize_pages, rss_pages = _measure.statm_pages()
+        tests = req.get("tests_left", 1) if rpc is not None else 1  # the assert tests it may serve
+        limits = {"cpu_s": math.ceil(req["timeout_s"] * tests) + 1,
+                  "address_space_bytes": vsize_pages * _measure.PAGE_KB * 1024 + req["memory_mb"] * 2**20,
+                  "file_size_bytes": req["output_limit_bytes"], "open_files": 64, "processes": 64}
         base_r, base_w = os.pipe()  # the candidate reports its RSS before any untrusted code runs
         gc.freeze()  # children's collections then skip (and do not copy-on-write) inherited objects
         c_pid = os.fork()
         if c_pid == 0:
-            os.close(base_r)
-            os.write(base_w, str(_rss_pages()).encode())
-            os.close(base_w)
-            self._candidate(code, assert_kind, fds, rpc, limits)
+            os.write(base_w, _measure.rss_pages())  # read by the server later: no round trip after fork
+            self._candidate(code, rpc is not None, fds, rpc, limits)
         os.close(base_w)
-        start_rss = os.read(base_r, 64)
-        os.close(base_r)
-        rss_pages = int(start_rss) if start_rss.isdigit() else rss_pages
-        if assert_kind:
-            try:
-                socket.send_fds(self._judge_socket(), [b"t"], [fds[0], fds[3], rpc[1][0], rpc[0][1]])
-            except OSError:  # the judge died between tests; this test gets no verdict
-                self.stop_judge()
-        for fd in fds + ([fd for pair in rpc for fd in pair] if rpc else []):
+        os.set_blocking(base_r, False)
+        return c_pid, base_r, rss_pages
+
+    def _run_assert(self, req: dict, code: object, fds: list[int]) -> dict:
+        """One assert test, in the job's live candidate when the previous test left one."""
+        self._judge_socket()  # forked before this test's pipes exist
+        job = req.get("job")  # a request without a job id never reuses a candidate
+        live = self.live if self.live is not None and job is not None and self.live.job == job else None
+        if live is not None and not _measure.alive(live.pid):  # died after its last test: start afresh
+            live = None
+        if live is None:
+            self.end_live()
+            rpc, forked_at = (os.pipe(), os.pipe()), time.monotonic()
+            c_pid, base_r, rss_pages = self._fork(req, code, fds, rpc)
+            os.close(rpc[0][0])
+            os.close(rpc[1][1])
+            live = self.live = _Live(req.get("job"), c_pid, (rpc[1][0], rpc[0][1]), forked_at)
+            start, cpu_start, rss_start_kb = live.forked_at, 0.0, None
+        else:
+            base_r = -1
+            start, cpu_start = time.monotonic(), _measure.proc_cpu_s(live.pid)
+            rss_start_kb = _measure.proc_rss_kb(live.pid) or 0
+            _measure.reset_peak(live.pid)
+        try:
+            socket.send_fds(self._judge_socket(), [b"r" if live.served else b"t"], [fds[0], fds[3], *live.judge_fds])
+            sent = True
+        except OSError:  # the judge died between tests; this test gets no verdict
+            self.stop_judge()
+            sent = False
+        live.served = True
+        for fd in fds:
             os.close(fd)
-        outcome = self._wait(c_pid, assert_kind, start + req["timeout_s"])
-        outcome["wall_s"] = time.monotonic() - start
-        outcome["peak_mb"] = max(0.0, (outcome.pop("maxrss_kb") - rss_pages * _PAGE_KB) / 1024)
+        timed_out = sent and _measure.wait_readable(self.judge[1].fileno(), start + req["timeout_s"])
+        if not sent or timed_out or self.judge[1].recv(1) != b"d":
+            self.stop_judge()  # stuck in a test or dead: a fresh one next time
+            sent = False
+        if base_r >= 0:  # a fresh candidate wrote its RSS before any untrusted code ran
+            rss_start_kb = _measure.read_base_rss_kb(base_r, rss_pages)
+        # a fresh candidate that ends now is measured by wait4 alone, as cheaply as possible
+        alive = (req.get("keep") or base_r < 0) and _measure.alive(live.pid)
+        cpu_end = _measure.proc_cpu_s(live.pid) if alive else None
+        hwm_kb = _measure.proc_hwm_kb(live.pid) if alive else None
+        c_status = 0  # an exiting candidate may still look alive, but has no memory to report
+        if not (alive and sent and req.get("keep") and cpu_end is not None and hwm_kb is not None):
+            c_status, usage = self.end_live()
+            cpu_end = cpu_end if cpu_end is not None else usage.ru_utime + usage.ru_stime
+            hwm_kb = hwm_kb if hwm_kb is not None else usage.ru_maxrss
+        return {"timed_out": timed_out, "c_status": c_status, "wall_s": time.monotonic() - start,
+                "cpu_s": max(0.0, cpu_end - (cpu_start or 0.0)),
+                "peak_mb": max(0.0, (hwm_kb - (rss_start_kb or 0)) / 1024)}
+
+    def end_live(self) -> tuple[int, object]:
+        """Kill and reap the job's live candidate, if any; (wait status, rusage)."""
+        live, self.live = self.live, None
+        if live is None:
+            return 0, None
+        _kill_group(live.pid)
+        _, c_status, usage = os.wait4(live.pid, 0)
+        _reap_orphans()
+        for fd in live.judge_fds:
+            os.close(fd)
         self._wipe_run_dir()
-        return outcome
+        return c_status, usage
 
     def _candidate(self, code: object, assert_kind: bool, fds: list[int], rpc, limits: dict) -> None:
         try:
@@ -154,31 +231,6 @@ class Server:
             os.waitpid(pid, 0)
             self.judge = None
 
-    def _wait(self, c_pid: int, assert_kind: bool, deadline: float) -> dict:
-        """Wait for the judge's answer (or the candidate's exit for stdio) until the deadline."""
-        pidfd = os.pidfd_open(c_pid)
-        lead = self.judge[1].fileno() if assert_kind and self.judge else pidfd  # no judge: wait for the candidate
-        timed_out = False
-        try:
-            poller = select.poll()
-            poller.register(lead, select.POLLIN)
-            while True:
-                left_s = deadline - time.monotonic()
-                if left_s <= 0:
-                    timed_out = True
-                    break
-                if poller.poll(left_s * 1000):
-                    break
-        finally:
-            os.close(pidfd)
-        if assert_kind and (timed_out or self.judge is None or self.judge[1].recv(1) != b"d"):
-            self.stop_judge()  # stuck in a test or dead: a fresh one next time
-        _kill_group(c_pid)
-        _, c_status, usage = os.wait4(c_pid, 0)
-        _reap_orphans()
-        return {"timed_out": timed_out, "c_status": c_status,
-                "cpu_s": usage.ru_utime + usage.ru_stime, "maxrss_kb": usage.ru_maxrss}
-
     def _wipe_run_dir(self) -> None:
         for entry in os.scandir(self.run_dir):
             if entry.is_dir(follow_symlinks=False):
@@ -188,11 +240,6 @@ class Server:
                     os.unlink(entry.path)
                 except OSError:
                     pass
-
-
-def _rss_pages() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1])
 
 
 def _place_fds(sources: list[int]) -> None:
@@ -259,12 +306,15 @@ def main() -> None:
     _confine.prctl(_confine.PR_SET_DUMPABLE, 0)
     if config.get("cpu") is not None:  # children then start on this CPU: no cross-CPU wake-up latency
         os.sched_setaffinity(0, {config["cpu"]})
+    for name in PRELOAD:
+        importlib.import_module(name)
     server = Server(config)
     sock = socket.socket(fileno=config["control_fd"])
     while True:
         try:
             req, fds = _recv(sock)
         except EOFError:
+            server.end_live()
             server.stop_judge()
             return
         reply = server.info() if req["op"] == "info" else server.run(req, fds)

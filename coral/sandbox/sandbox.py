@@ -1,6 +1,7 @@
 """`Sandbox`: a pool of fork-server workers that runs programs against tests and returns verdicts.
 
-Each test runs in fresh forked processes (see `_server.py`); this module sends the requests,
+The assert tests of one job share one candidate process, stdio tests get one each (see
+`_server.py`); this module sends the requests (one per test, tagged with a per-job id),
 creates the per-test memfds (stdin or test payload, stdout, stderr, verdict), turns the raw
 outcome into a `TestResult`, caches whole `ExecutionResult`s by a hash of (code, tests, limits)
 and keeps the workers alive (a dead worker is restarted for the next job).
@@ -174,9 +175,13 @@ class Sandbox:
         timeout_s = job.timeout_s or self.timeout_s
         memory_mb = job.memory_mb or self.memory_mb
         results: list[TestResult] = []
+        job_id = os.urandom(8).hex()  # the server reuses a candidate only within one job
+        asserts_left = sum(case.kind == "assert" for case in job.tests)
         for case in job.tests:
+            asserts_left -= case.kind == "assert"
             request = {"op": "run", "code": job.code, "kind": case.kind, "timeout_s": timeout_s,
-                       "memory_mb": memory_mb, "output_limit_bytes": OUTPUT_LIMIT_MB * 2**20}
+                       "memory_mb": memory_mb, "output_limit_bytes": OUTPUT_LIMIT_MB * 2**20, "job": job_id,
+                       "keep": asserts_left > 0, "tests_left": asserts_left + 1}
             fds = _test_fds(case, job)
             try:
                 outcome = worker.request(request, fds, timeout_s=timeout_s + 30.0)
