@@ -9,8 +9,9 @@ This module does NOT run code, call models or compute rewards; it only names thi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 TestKind = Literal["assert", "stdio"]
 Verdict = Literal["pass", "fail", "error", "timeout", "memory", "output_limit"]
@@ -124,7 +125,7 @@ class ExecutionResult:
         if self.error:
             return f"The program could not run: {self.error}"[:max_chars]
         lines = [f"{self.num_passed}/{len(self.tests)} tests passed."]
-        for case, res in zip(tests, self.tests):
+        for case, res in zip(tests, self.tests, strict=True):
             if res.passed:
                 continue
             shown = case.code.strip() if case.kind == "assert" else f"stdin={case.stdin!r}"

@@ -7,8 +7,8 @@ rewards or decide who talks next: workflows do that.
 from __future__ import annotations
 
 import string
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Sequence
 
 from coral.agents.parsers import PARSERS, Parsed
 from coral.policy.base import GenerationRequest, Policy, SamplingParams
@@ -97,7 +97,7 @@ class Agent:
             raise RuntimeError(f"policy {self.policy.name!r} returned {len(completions)} completions "
                                f"for {len(requests)} requests")
         turns = []
-        for i, (req, comp) in enumerate(zip(requests, completions)):
+        for i, (req, comp) in enumerate(zip(requests, completions, strict=True)):
             parsed = self.parser(comp.text, entry_points[i] if entry_points else "")
             turns.append(Turn(
                 agent=self.id, role=self.role, call_index=call_index,

@@ -6,8 +6,9 @@ A policy does NOT know about agents, roles, tasks or rewards. Trainable policies
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
 

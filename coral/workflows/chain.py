@@ -11,8 +11,9 @@ credit one plan with the results of all its codes (`turn.metadata["plan_id"]`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from coral.agents import Agent
 from coral.trajectory import Task, Trajectory, Turn
@@ -46,7 +47,7 @@ def run_chain(tasks: Sequence[Task], coder: Agent, sandbox: Any, cfg: ChainConfi
     notes: list[Turn | None] = [None] * len(tasks)
     if retriever is not None:
         notes = list(retriever.act([{"problem": p} for p in problems], call_index=0))
-        problems = [f"{p}\nNotes:\n{n.parsed or ''}" for p, n in zip(problems, notes)]
+        problems = [f"{p}\nNotes:\n{n.parsed or ''}" for p, n in zip(problems, notes, strict=True)]
 
     n_plans = cfg.plans_per_task if planner is not None else 1
     plan_tasks = _expand(range(len(tasks)), n_plans)
@@ -68,7 +69,7 @@ def run_chain(tasks: Sequence[Task], coder: Agent, sandbox: Any, cfg: ChainConfi
 
     results = judge(sandbox, code_tasks, [t.parsed for t in codes])
     trajectories = []
-    for k, (turn, (public, private)) in enumerate(zip(codes, results)):
+    for k, (turn, (public, private)) in enumerate(zip(codes, results, strict=True)):
         j = code_plans[k]
         turns = [t for t in (notes[plan_tasks[j]], plans[j], turn) if t is not None]
         trajectories.append(Trajectory(task_id=code_tasks[k].id, turns=turns, code=turn.parsed,
@@ -94,7 +95,7 @@ def _debug_round(trajectories: list[Trajectory], code_tasks: list[Task], problem
                  "feedback": trajectories[k].public.feedback(code_tasks[k].public_tests)} for k in todo]
     fixes = debugger.act(contexts, call_index=call_index, entry_points=[code_tasks[k].entry_point for k in todo])
     results = judge(sandbox, [code_tasks[k] for k in todo], [t.parsed for t in fixes])
-    for k, turn, (public, private) in zip(todo, fixes, results):
+    for k, turn, (public, private) in zip(todo, fixes, results, strict=True):
         tr = trajectories[k]
         prev = tr.turns[-1]
         prev.metadata.setdefault("public_pass_fraction", tr.public.pass_fraction)

@@ -5,7 +5,8 @@ Does NOT decide rewards: a workflow records verdicts, the trainer turns them int
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from coral.trajectory import ExecutionResult, Task, TestResult
 
@@ -26,7 +27,7 @@ def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None],
     if len(tasks) != len(codes):
         raise ValueError(f"judge: {len(tasks)} tasks but {len(codes)} codes")
     jobs, where = [], []
-    for i, (task, code) in enumerate(zip(tasks, codes)):
+    for i, (task, code) in enumerate(zip(tasks, codes, strict=True)):
         if code is not None and code.strip():
             jobs.append(Job(code=code, tests=task.public_tests + task.private_tests,
                             entry_point=task.entry_point, test_setup=task.test_setup))
@@ -35,7 +36,7 @@ def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None],
     out: list[tuple[ExecutionResult, ExecutionResult]] = [
         (unrunnable(len(t.public_tests), "no code"), unrunnable(len(t.private_tests), "no code")) for t in tasks
     ]
-    for i, res in zip(where, results):
+    for i, res in zip(where, results, strict=True):
         n_pub = len(tasks[i].public_tests)
         out[i] = (ExecutionResult(res.tests[:n_pub], res.error), ExecutionResult(res.tests[n_pub:], res.error))
     return out

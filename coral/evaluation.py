@@ -1,0 +1,175 @@
+"""`coral eval`: run a workflow over a benchmark, write per-sample JSONL, print a summary table.
+
+Does NOT train. Samples are written as they finish (one JSON line per trajectory), so an
+interrupted evaluation keeps what it computed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from coral.agents import make_agent
+from coral.policy.base import SamplingParams
+from coral.trajectory import Task, Trajectory, to_dict
+from coral.workflows.chain import ChainConfig, run_chain
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    bench: str = "procedural-test"
+    workflow: Literal["single", "chain"] = "chain"
+    model: str = "tiny"
+    planner_model: str | None = None  # default: the coder's model (one shared policy)
+    limit: int | None = None
+    samples_per_task: int = 1
+    ks: tuple[int, ...] = (1,)
+    debug_rounds: int = 0
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    tasks_per_batch: int = 16
+    timeout_s: float = 4.0
+    sandbox_workers: int = 2
+    out_dir: str = "runs/eval"
+
+    def __post_init__(self) -> None:
+        if self.samples_per_task < 1:
+            raise ValueError(f"field 'samples_per_task' must be >= 1, got {self.samples_per_task}")
+        bad = [k for k in self.ks if k < 1 or k > self.samples_per_task]
+        if bad:
+            raise ValueError(f"field 'ks': {bad[0]} is not within 1..samples_per_task={self.samples_per_task}")
+        if self.samples_per_task > 1 and self.temperature == 0.0:
+            raise ValueError("field 'temperature' is 0 (greedy) but samples_per_task > 1: the samples would be identical")
+        if self.tasks_per_batch < 1:
+            raise ValueError(f"field 'tasks_per_batch' must be >= 1, got {self.tasks_per_batch}")
+
+
+def sample_record(traj: Trajectory, index: int) -> dict[str, Any]:
+    """One JSONL line: what each agent wrote, the code, verdicts, tokens and time."""
+    return {
+        "task_id": traj.task_id,
+        "sample": index,
+        "turns": [{"agent": t.agent, "role": t.role, "text": t.text, "parsed": t.parsed,
+                   "parse_error": t.parse_error, "completion_tokens": len(t.completion_ids) or
+                   t.metadata.get("usage", {}).get("completion_tokens", 0)} for t in traj.turns],
+        "code": traj.code,
+        "public": to_dict(traj.public),
+        "private": to_dict(traj.private),
+        "passed": traj.passed,
+        "metrics": traj.metrics,
+    }
+
+
+def summarize_samples(records: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[str, float]:
+    from coral.benchmarks.metrics import pass_at_k
+
+    by_task: dict[str, list[bool]] = {}
+    for r in records:
+        by_task.setdefault(r["task_id"], []).append(bool(r["passed"]))
+    out: dict[str, float] = {"tasks": float(len(by_task)), "samples": float(len(records))}
+    for k in ks:
+        vals = [pass_at_k(len(v), sum(v), k) for v in by_task.values() if len(v) >= k]
+        out[f"pass@{k}"] = sum(vals) / len(vals) if vals else 0.0
+    out["completion_tokens"] = float(sum(t["completion_tokens"] for r in records for t in r["turns"]))
+    out["parse_failures"] = float(sum(1 for r in records if r["code"] is None))
+    return out
+
+
+def build_agents(cfg: EvalConfig) -> dict[str, Any]:
+    from coral.policy import load_policy
+
+    coder_policy = load_policy(cfg.model)
+    planner_policy = coder_policy
+    if cfg.planner_model and cfg.planner_model != cfg.model:
+        planner_policy = load_policy(cfg.planner_model)
+    sampling = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                              top_p=cfg.top_p, seed=cfg.seed)
+    agents = {"coder": make_agent("coder" if cfg.workflow == "chain" else "solver", coder_policy,
+                                  agent_id="coder", sampling=sampling)}
+    if cfg.workflow == "chain":
+        agents["planner"] = make_agent("planner", planner_policy, sampling=sampling)
+    if cfg.debug_rounds:
+        agents["debugger"] = make_agent("debugger", coder_policy, sampling=sampling)
+    return agents
+
+
+def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[str, Any] | None = None,
+             sandbox: Any = None, progress: bool = True) -> dict[str, float]:
+    """Evaluate and write `<out_dir>/samples.jsonl` and `<out_dir>/summary.json`; return the summary."""
+    from coral.benchmarks import load_benchmark
+    from coral.sandbox import Sandbox
+
+    tasks = list(tasks) if tasks is not None else load_benchmark(cfg.bench, limit=cfg.limit, seed=cfg.seed)
+    if not tasks:
+        raise ValueError(f"benchmark {cfg.bench!r} has no tasks")
+    agents = agents or build_agents(cfg)
+    out_dir = Path(cfg.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    own_sandbox = sandbox is None
+    sandbox = sandbox or Sandbox(workers=cfg.sandbox_workers, timeout_s=cfg.timeout_s)
+    chain_cfg = ChainConfig(plans_per_task=cfg.samples_per_task if "planner" in agents else 1,
+                            codes_per_plan=1 if "planner" in agents else cfg.samples_per_task,
+                            debug_rounds=cfg.debug_rounds)
+    records: list[dict[str, Any]] = []
+    start = time.perf_counter()
+    try:
+        with open(out_dir / "samples.jsonl", "w") as fh, _progress(progress, len(tasks), cfg) as bar:
+            for lo in range(0, len(tasks), cfg.tasks_per_batch):
+                batch = tasks[lo:lo + cfg.tasks_per_batch]
+                trajs = run_chain(batch, agents["coder"], sandbox, chain_cfg, planner=agents.get("planner"),
+                                  debugger=agents.get("debugger"))
+                for i, traj in enumerate(trajs):
+                    rec = sample_record(traj, i % cfg.samples_per_task)
+                    records.append(rec)
+                    fh.write(json.dumps(rec) + "\n")
+                fh.flush()
+                bar(len(batch), sum(r["passed"] for r in records) / max(len(records), 1))
+    finally:
+        if own_sandbox:
+            sandbox.close()
+    summary = summarize_samples(records, cfg.ks)
+    summary["wall_s"] = time.perf_counter() - start
+    (out_dir / "summary.json").write_text(json.dumps({"config": asdict(cfg), "summary": summary}, indent=2))
+    return summary
+
+
+class _progress:
+    """A rich progress bar over tasks (a no-op when disabled)."""
+
+    def __init__(self, enabled: bool, total: int, cfg: EvalConfig):
+        self.enabled, self.total, self.cfg = enabled, total, cfg
+
+    def __enter__(self):
+        if not self.enabled:
+            return lambda n, rate: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("[bold]eval[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("pass {task.fields[rate]:.3f}"), TimeElapsedColumn())
+        self.bar.start()
+        self.task = self.bar.add_task(f"{self.cfg.workflow} on {self.cfg.bench}", total=self.total, rate=0.0)
+        return lambda n, rate: self.bar.update(self.task, advance=n, rate=rate)
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self.bar.stop()
+        return False
+
+
+def print_summary(summary: dict[str, float], cfg: EvalConfig) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"coral eval: {cfg.workflow} / {cfg.bench} / {cfg.model}")
+    for key in summary:
+        table.add_column(key, justify="right")
+    table.add_row(*[f"{v:.3f}" if isinstance(v, float) and not v.is_integer() else f"{v:g}"
+                    for v in summary.values()])
+    Console().print(table)
+    Console().print(f"samples: {Path(cfg.out_dir) / 'samples.jsonl'}")

@@ -1,0 +1,73 @@
+"""Checkpoints: every agent's weights and optimiser, RNG states, step, data position, metrics so far.
+
+A checkpoint is a directory `step_NNNNNN/` written under a temporary name and renamed when complete,
+so a crash mid-save never leaves a half checkpoint that `latest` would pick. This module does NOT
+decide when to save.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(root: str | Path, step: int, learners: dict[str, Any], trainer_state: dict[str, Any],
+                    keep: int = 2) -> Path:
+    """Write `root/step_{step:06d}`; keep only the newest `keep` checkpoints."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step_{step:06d}"
+    tmp = root / f".tmp_step_{step:06d}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    for name, learner in learners.items():
+        (tmp / name).mkdir()
+        torch.save(learner.policy.model.state_dict(), tmp / name / "model.pt")
+        torch.save(learner.state_dict(), tmp / name / "learner.pt")
+    torch.save({"rng": rng_state(), **{k: v for k, v in trainer_state.items() if k != "metrics"}},
+               tmp / "trainer.pt")
+    (tmp / "metrics.json").write_text(json.dumps(trainer_state.get("metrics", [])))
+    if final.exists():
+        shutil.rmtree(final)
+    tmp.rename(final)
+    for old in sorted(root.glob("step_*"))[:-keep]:
+        shutil.rmtree(old)
+    return final
+
+
+def latest_checkpoint(root: str | Path) -> Path | None:
+    found = sorted(Path(root).glob("step_*")) if Path(root).is_dir() else []
+    return found[-1] if found else None
+
+
+def load_checkpoint(path: str | Path, learners: dict[str, Any]) -> dict[str, Any]:
+    """Restore learners in place (weights, optimiser, step) and RNG; return the trainer state."""
+    path = Path(path)
+    if not (path / "trainer.pt").is_file():
+        raise FileNotFoundError(f"not a coral checkpoint (no trainer.pt): {path}")
+    for name, learner in learners.items():
+        if not (path / name).is_dir():
+            raise FileNotFoundError(f"checkpoint {path} has no agent {name!r}")
+        learner.policy.model.load_state_dict(torch.load(path / name / "model.pt", weights_only=True))
+        learner.load_state_dict(torch.load(path / name / "learner.pt", weights_only=False))
+    state = torch.load(path / "trainer.pt", weights_only=False)
+    set_rng_state(state.pop("rng"))
+    state["metrics"] = json.loads((path / "metrics.json").read_text())
+    return state

@@ -1,0 +1,343 @@
+"""CoRe-Code: planner -> coder, cold start by SFT, then collaboration-aware multi-agent GRPO.
+
+Per task the planner samples P plans and the coder C codes per plan. Coder reward = correctness
+(pass fraction, or 1 only if all tests pass) + an efficiency bonus gated on passing every test;
+planner reward = mean (or max) of the coder rewards of its plan's codes. Coder groups are the codes
+of one plan (or of one task); planner groups are the plans of one task. Each agent updates only on
+its own turns. Training uses the train split of the procedural family; evaluation uses held-out
+compositions. This module does NOT implement the math (train/advantages.py, train/losses.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from coral.trajectory import ExecutionResult, Task, Trajectory
+
+
+@dataclass(frozen=True)
+class CoReCodeConfig:
+    seed: int = 0
+    out_dir: str = "runs/demo"
+    n_train_tasks: int = 4000
+    n_test_tasks: int = 200
+    min_depth: int = 1
+    max_depth: int = 2
+    # models: "tiny" builds two fresh tiny models (planner, coder) with a tokenizer trained on the data
+    model: str = "tiny"
+    d_model: int = 128
+    n_layers: int = 4
+    # cold start
+    sft_epochs: float = 3.0
+    sft_lr: float = 3e-3
+    sft_batch_size: int = 32
+    # RL
+    rl_steps: int = 40
+    tasks_per_step: int = 16
+    plans_per_task: int = 2
+    codes_per_plan: int = 4
+    rl_lr: float = 2e-4
+    loss: Literal["ppo_clip", "gspo"] = "ppo_clip"
+    advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp_baseline"] = "grpo"
+    temperature: float = 1.0
+    max_new_tokens: int = 96
+    coder_group: Literal["plan", "task"] = "plan"
+    planner_reward: Literal["mean", "max"] = "mean"
+    correctness: Literal["fraction", "all"] = "fraction"
+    efficiency_weight: float = 0.1
+    train_roles: tuple[str, ...] = ("planner", "coder")
+    checkpoint_every: int = 5
+    resume: bool = True
+    sandbox_workers: int = 2
+    eval_batch: int = 50
+
+    def __post_init__(self) -> None:
+        for name in ("n_train_tasks", "n_test_tasks", "tasks_per_step", "plans_per_task", "codes_per_plan",
+                     "checkpoint_every", "max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
+        if self.rl_steps < 0:
+            raise ValueError(f"field 'rl_steps' must be >= 0, got {self.rl_steps}")
+        unknown = set(self.train_roles) - {"planner", "coder"}
+        if unknown:
+            raise ValueError(f"field 'train_roles': unknown role {sorted(unknown)[0]!r} (planner, coder)")
+        if not 0 <= self.efficiency_weight <= 1:
+            raise ValueError(f"field 'efficiency_weight' must be in [0, 1], got {self.efficiency_weight}")
+
+
+# ----------------------------------------------------------------------------------- rewards
+def efficiency_bonus(result: ExecutionResult, reference: ExecutionResult | None) -> float:
+    """In [0, 1]: mean of min(1, ref/solution) for time and for peak memory (1 = as good as the
+    reference or better). No reference run, or a failing one, gives no bonus information: 0."""
+    if reference is None or not reference.passed:
+        return 0.0
+    ratios = []
+    for sol, ref in ((result.wall_s, reference.wall_s), (result.peak_memory_mb, reference.peak_memory_mb)):
+        ratios.append(1.0 if sol <= 0 or ref <= 0 else min(1.0, ref / sol))
+    return sum(ratios) / len(ratios)
+
+
+def coder_reward(result: ExecutionResult, reference: ExecutionResult | None, correctness: str = "fraction",
+                 efficiency_weight: float = 0.1) -> float:
+    """Correctness plus an efficiency bonus that only a fully passing solution earns."""
+    base = result.pass_fraction if correctness == "fraction" else float(result.passed)
+    if result.passed and efficiency_weight > 0:
+        base += efficiency_weight * efficiency_bonus(result, reference)
+    return base
+
+
+def score_corecode(trajs: Sequence[Trajectory], results: Sequence[ExecutionResult],
+                   references: Sequence[ExecutionResult | None], cfg: CoReCodeConfig) -> None:
+    """Set rewards on coder turns (last code-writing turn of each trajectory) and planner turns."""
+    per_plan: dict[int, list[float]] = {}
+    for traj, res, ref in zip(trajs, results, references, strict=True):
+        r = coder_reward(res, ref, cfg.correctness, cfg.efficiency_weight)
+        coder = traj.turns_of("coder")[-1]
+        coder.reward = r
+        planner = traj.turns_of("planner")
+        if planner:
+            per_plan.setdefault(id(planner[0]), []).append(r)
+    for traj in trajs:
+        for plan in traj.turns_of("planner"):
+            rs = per_plan[id(plan)]
+            plan.reward = sum(rs) / len(rs) if cfg.planner_reward == "mean" else max(rs)
+
+
+def group_key(cfg: CoReCodeConfig):
+    def key(turn):
+        if turn.role == "coder" and cfg.coder_group == "plan":
+            return ("coder", turn.metadata["task_id"], turn.metadata["plan_id"])
+        return (turn.role, turn.metadata["task_id"])
+    return key
+
+
+# ----------------------------------------------------------------------------------- setup
+def build_tasks(cfg: CoReCodeConfig) -> tuple[list[Task], list[Task]]:
+    from coral.benchmarks.procedural import make_tasks
+
+    train = make_tasks(cfg.n_train_tasks, "train", min_depth=cfg.min_depth, max_depth=cfg.max_depth, seed=cfg.seed)
+    test = make_tasks(cfg.n_test_tasks, "test", min_depth=cfg.min_depth, max_depth=cfg.max_depth,
+                      seed=cfg.seed + 1)
+    return train, test
+
+
+def build_policies(cfg: CoReCodeConfig, train: Sequence[Task]) -> dict[str, Any]:
+    from coral.policy import load_policy, tiny_policy
+    from coral.train.sft import corecode_sft_examples
+
+    if cfg.model != "tiny":
+        return {"planner": load_policy(cfg.model), "coder": load_policy(cfg.model)}
+    examples = corecode_sft_examples(train)
+    corpus = [m["content"] for ex in examples["planner"] + examples["coder"] for m in ex.messages]
+    corpus += [ex.completion for ex in examples["planner"] + examples["coder"]]
+    return {role: tiny_policy(seed=cfg.seed * 10 + i, corpus=corpus, d_model=cfg.d_model, n_layers=cfg.n_layers)
+            for i, role in enumerate(("planner", "coder"))}
+
+
+def make_agents(cfg: CoReCodeConfig, policies: dict[str, Any], step: int, greedy: bool = False):
+    from coral.agents import make_agent
+    from coral.policy.base import SamplingParams
+
+    out = {}
+    for i, role in enumerate(("planner", "coder")):
+        sampling = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=0.0 if greedy else cfg.temperature,
+                                  seed=cfg.seed * 1_000_003 + step * 1009 + i * 101)
+        out[role] = make_agent(role, policies[role], sampling=sampling, trainable=role in cfg.train_roles)
+    return out
+
+
+def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequence[Task], sandbox: Any,
+                   name: str) -> dict[str, float]:
+    from coral.evaluation import EvalConfig, run_eval
+
+    ecfg = EvalConfig(bench="procedural-test", workflow="chain", limit=len(tasks), temperature=0.0,
+                      max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, tasks_per_batch=cfg.eval_batch,
+                      out_dir=str(Path(cfg.out_dir) / name))
+    return run_eval(ecfg, tasks=tasks, agents=make_agents(cfg, policies, 0, greedy=True), sandbox=sandbox,
+                    progress=False)
+
+
+# ----------------------------------------------------------------------------------- training
+class _Log:
+    """metrics.jsonl (append, flushed per step) + TensorBoard, both under out_dir."""
+
+    def __init__(self, out_dir: Path, history: list[dict[str, float]]):
+        self.path = out_dir / "metrics.jsonl"
+        self.path.write_text("".join(json.dumps(m) + "\n" for m in history))  # resume: drop lost steps
+        self.history = list(history)
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+            self.tb = SummaryWriter(str(out_dir / "tb"))
+        except ImportError:  # tensorboard is a declared dependency; a broken install is reported, not hidden
+            print("coral: tensorboard is not importable; metrics go to metrics.jsonl only")
+            self.tb = None
+
+    def __call__(self, metrics: dict[str, float]) -> None:
+        self.history.append(metrics)
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(metrics) + "\n")
+        if self.tb is not None:
+            for k, v in metrics.items():
+                if k != "step":
+                    self.tb.add_scalar(k, v, int(metrics["step"]))
+            self.tb.flush()
+
+
+def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dict[str, Any],
+            learners: dict[str, Any], sandbox: Any) -> dict[str, float]:
+    """rollout -> rewards -> advantages -> one update per trained agent -> metrics."""
+    from coral.train.grpo import assign_advantages, unique_turns
+    from coral.workflows.chain import ChainConfig, run_chain
+    from coral.workflows.common import judge
+
+    t0 = time.perf_counter()
+    agents = make_agents(cfg, policies, step)
+    trajs = run_chain(batch, agents["coder"], sandbox, ChainConfig(cfg.plans_per_task, cfg.codes_per_plan),
+                      planner=agents["planner"])
+    # training reward uses all tests of the (training) task
+    results = [ExecutionResult(tr.public.tests + tr.private.tests, tr.public.error) for tr in trajs]
+    refs = {}
+    if cfg.efficiency_weight > 0:
+        ref_results = judge(sandbox, batch, [t.reference for t in batch])
+        refs = {t.id: ExecutionResult(pub.tests + priv.tests, pub.error) for t, (pub, priv) in zip(batch, ref_results, strict=True)}
+    score_corecode(trajs, results, [refs.get(tr.task_id) for tr in trajs], cfg)
+    t_roll = time.perf_counter() - t0
+    turns = unique_turns([tr.turns for tr in trajs])
+    assign_advantages(turns, group_key(cfg), cfg.advantage)
+    metrics: dict[str, float] = {"step": float(step)}
+    for role in ("planner", "coder"):
+        mine = [t for t in turns if t.role == role]
+        metrics[f"{role}/reward"] = sum(t.reward for t in mine) / len(mine)
+        metrics[f"{role}/completion_tokens"] = sum(len(t.completion_ids) for t in mine) / len(mine)
+        if role in learners:
+            for k, v in learners[role].update(mine).items():
+                metrics[f"{role}/{k}"] = v
+    metrics["pass_rate"] = sum(r.passed for r in results) / len(results)
+    metrics["parse_failures"] = sum(tr.code is None for tr in trajs) / len(trajs)
+    metrics["rollout_s"] = t_roll
+    metrics["step_s"] = time.perf_counter() - t0
+    return metrics
+
+
+def _data_order(n: int, seed: int, epoch: int) -> list[int]:
+    order = list(range(n))
+    random.Random(seed * 7919 + epoch).shuffle(order)
+    return order
+
+
+def next_batch(tasks: Sequence[Task], position: int, size: int, seed: int) -> list[Task]:
+    """Tasks [position, position + size) of an endless stream of seeded per-epoch shuffles."""
+    out = []
+    for pos in range(position, position + size):
+        epoch, i = divmod(pos, len(tasks))
+        out.append(tasks[_data_order(len(tasks), seed, epoch)[i]])
+    return out
+
+
+def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]:
+    """SFT (unless resuming) -> eval -> RL with checkpoints -> eval. Returns the run summary, also
+    written to out_dir/summary.json. A crashed run restarts from its latest checkpoint."""
+    import torch
+
+    from coral.sandbox import Sandbox
+    from coral.train.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
+    from coral.train.grpo import AgentLearner, GRPOConfig
+    from coral.train.losses import LossConfig
+    from coral.train.sft import SFTConfig, corecode_sft_examples, train_sft
+
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    t_start = time.perf_counter()
+    train, test = build_tasks(cfg)
+    _say(progress, f"tasks: {len(train)} train, {len(test)} held-out test (disjoint compositions), "
+                   f"depth {cfg.min_depth}-{cfg.max_depth}")
+    policies = build_policies(cfg, train)
+    gcfg = GRPOConfig(lr=cfg.rl_lr, advantage=cfg.advantage, loss=LossConfig(kind=cfg.loss),
+                      temperature=cfg.temperature)
+    learners = {role: AgentLearner(role, policies[role], gcfg) for role in cfg.train_roles}
+    ckpt_root = out / "ckpt"
+    ckpt = latest_checkpoint(ckpt_root) if cfg.resume else None
+    with Sandbox(workers=cfg.sandbox_workers) as sandbox:
+        if ckpt is not None:
+            state = load_checkpoint(ckpt, {r: _Holder(policies[r], learners.get(r)) for r in policies})
+            _say(progress, f"resumed from {ckpt} (step {state['step']})")
+        else:
+            sft_data = corecode_sft_examples(train)
+            state = {"step": 0, "position": 0, "metrics": [], "sft_loss": {}}
+            for role, policy in policies.items():
+                _say(progress, f"SFT {role}: {len(sft_data[role])} examples, {cfg.sft_epochs} epochs")
+                losses = train_sft(policy, sft_data[role], SFTConfig(epochs=cfg.sft_epochs, lr=cfg.sft_lr,
+                                   batch_size=cfg.sft_batch_size, seed=cfg.seed), progress=progress)
+                state["sft_loss"][role] = [losses[0], losses[-1]]
+            state["eval_sft"] = evaluate_pass1(cfg, policies, test, sandbox, "eval_sft")
+            _say(progress, f"held-out pass@1 after SFT: {state['eval_sft']['pass@1']:.3f}")
+            save_checkpoint(ckpt_root, 0, {r: _Holder(policies[r], learners.get(r)) for r in policies}, state)
+        log = _Log(out, state["metrics"])
+        for step in range(state["step"] + 1, cfg.rl_steps + 1):
+            batch = next_batch(train, state["position"], cfg.tasks_per_step, cfg.seed)
+            metrics = rl_step(cfg, step, batch, policies, learners, sandbox)
+            state["position"] += cfg.tasks_per_step
+            state["step"] = step
+            log(metrics)
+            state["metrics"] = log.history
+            _say(progress, _fmt_step(metrics, cfg.rl_steps))
+            if step % cfg.checkpoint_every == 0 or step == cfg.rl_steps:
+                save_checkpoint(ckpt_root, step, {r: _Holder(policies[r], learners.get(r)) for r in policies}, state)
+        eval_rl = evaluate_pass1(cfg, policies, test, sandbox, "eval_rl")
+    for role, policy in policies.items():
+        policy.save(out / "final" / role)
+    summary = {"seed": cfg.seed, "pass@1_sft": state["eval_sft"]["pass@1"], "pass@1_rl": eval_rl["pass@1"],
+               "eval_sft": state["eval_sft"], "eval_rl": eval_rl, "sft_loss": state["sft_loss"],
+               "rl_steps": cfg.rl_steps, "wall_s": time.perf_counter() - t_start}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+class _Holder:
+    """What checkpoints need of an agent: its policy, and its learner state when it trains."""
+
+    def __init__(self, policy: Any, learner: Any):
+        self.policy, self.learner = policy, learner
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.learner.state_dict() if self.learner is not None else {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.learner is not None:
+            self.learner.load_state_dict(state)
+
+
+def _fmt_step(m: dict[str, float], total: int) -> str:
+    return (f"step {int(m['step']):>3}/{total}  pass {m['pass_rate']:.3f}  "
+            f"R(planner) {m['planner/reward']:.3f}  R(coder) {m['coder/reward']:.3f}  "
+            f"loss(coder) {m.get('coder/loss', float('nan')):+.4f}  parse-fail {m['parse_failures']:.2f}  "
+            f"{m['step_s']:.1f}s")
+
+
+def _say(enabled: bool, text: str) -> None:
+    if enabled:
+        print(text, flush=True)
+
+
+def run_demo(cfg: CoReCodeConfig) -> dict[str, Any]:
+    """The README's main job: SFT then CoRe-Code GRPO on tiny models, before/after pass@1, report."""
+    from coral.report.run_report import write_run_report
+
+    if os.environ.get("CORAL_DEMO_QUICK"):  # CI smoke setting; the real demo uses the defaults
+        cfg = replace(cfg, n_train_tasks=200, n_test_tasks=20, sft_epochs=0.5, rl_steps=2, tasks_per_step=4)
+    summary = train_corecode(cfg)
+    report = write_run_report(Path(cfg.out_dir))
+    print(f"held-out pass@1: after SFT {summary['pass@1_sft']:.3f} -> after SFT+RL {summary['pass@1_rl']:.3f} "
+          f"(seed {cfg.seed}, {summary['eval_rl']['tasks']:.0f} tasks, {summary['wall_s'] / 60:.1f} min)")
+    print(f"report: {report}")
+    return summary

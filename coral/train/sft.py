@@ -1,0 +1,157 @@
+"""Supervised fine-tuning (cold start) of one policy on (chat prompt, completion) pairs.
+
+Loss is the mean cross-entropy of completion tokens only (prompt tokens are context), with an
+end-of-sequence token appended so the policy learns to stop. Data comes from the procedural family's
+gold plans and codes (`corecode_sft_examples`) or any JSONL of {"prompt"|"messages", "completion"}.
+This module does NOT sample or score anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from coral.agents import TEMPLATES
+from coral.policy.base import Message, user
+from coral.trajectory import Task
+
+
+@dataclass(frozen=True)
+class SFTExample:
+    messages: tuple[Message, ...]
+    completion: str
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    epochs: float = 1.0
+    batch_size: int = 16
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    warmup_steps: int = 20
+    max_grad_norm: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.epochs <= 0 or self.batch_size < 1 or self.lr <= 0:
+            raise ValueError(f"SFTConfig needs epochs > 0, batch_size >= 1, lr > 0; got {self}")
+
+
+def code_block(code: str) -> str:
+    return f"```python\n{code.strip()}\n```"
+
+
+def corecode_sft_examples(tasks: Sequence[Task]) -> dict[str, list[SFTExample]]:
+    """Gold data per role: planner (problem -> gold plan), coder (problem + gold plan -> gold code)."""
+    data: dict[str, list[SFTExample]] = {"planner": [], "coder": []}
+    for task in tasks:
+        plan = task.metadata.get("gold_plan")
+        if task.reference is None or not plan:
+            raise ValueError(f"task {task.id!r} has no reference code or gold_plan for SFT")
+        data["planner"].append(SFTExample(TEMPLATES["planner"].render({"problem": task.prompt}), plan))
+        data["coder"].append(SFTExample(TEMPLATES["coder"].render({"problem": task.prompt, "plan": plan}),
+                                        code_block(task.reference)))
+    return data
+
+
+def load_sft_jsonl(path: str | Path) -> list[SFTExample]:
+    """JSONL lines with "completion" and either "messages" (chat) or "prompt" (one user message)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"SFT data file not found: {path}")
+    out = []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
+        if not isinstance(rec, dict) or not isinstance(rec.get("completion"), str):
+            raise ValueError(f"{path}:{lineno}: record needs a string field 'completion'")
+        if "messages" in rec:
+            messages = tuple(rec["messages"])
+        elif isinstance(rec.get("prompt"), str):
+            messages = user(rec["prompt"])
+        else:
+            raise ValueError(f"{path}:{lineno}: record needs 'messages' or a string 'prompt'")
+        out.append(SFTExample(messages, rec["completion"]))
+    if not out:
+        raise ValueError(f"{path}: no SFT records")
+    return out
+
+
+def _tokenize(policy: Any, examples: Sequence[SFTExample]) -> list[tuple[list[int], list[int]]]:
+    eos = policy.tokenizer.eos_token_id
+    return [(policy.encode(policy.render(ex.messages)), policy.encode(ex.completion) + [eos]) for ex in examples]
+
+
+def sft_loss(policy: Any, batch: Sequence[tuple[list[int], list[int]]]) -> torch.Tensor:
+    logprobs, mask = policy.forward([p for p, _ in batch], [c for _, c in batch])
+    return -(logprobs * mask).sum() / mask.sum().clamp(min=1)
+
+
+def train_sft(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig = SFTConfig(),
+              log: Callable[[dict[str, float]], None] | None = None, progress: bool = True) -> list[float]:
+    """Train `policy` in place; returns the loss of every step."""
+    if not examples:
+        raise ValueError("train_sft: no examples")
+    data = _tokenize(policy, examples)
+    rng = random.Random(cfg.seed)
+    steps_per_epoch = math.ceil(len(data) / cfg.batch_size)
+    total = max(1, int(steps_per_epoch * cfg.epochs))
+    params = [p for p in policy.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, cfg.warmup_steps))
+                                              * 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+    policy.train()
+    losses: list[float] = []
+    order: list[int] = []
+    bar = _bar(progress, total, "sft")
+    for step in range(total):
+        if len(order) < cfg.batch_size:
+            fresh = list(range(len(data)))
+            rng.shuffle(fresh)
+            order += fresh
+        batch = [data[i] for i in order[:cfg.batch_size]]
+        order = order[cfg.batch_size:]
+        loss = sft_loss(policy, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+        if log is not None:
+            log({"sft/step": step, "sft/loss": losses[-1], "sft/lr": sched.get_last_lr()[0]})
+        bar(losses[-1])
+    bar.close()
+    policy.eval()
+    return losses
+
+
+class _bar:
+    def __init__(self, enabled: bool, total: int, name: str):
+        self.p = None
+        if enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.p = Progress(TextColumn(f"[bold]{name}[/]"), BarColumn(), MofNCompleteColumn(),
+                              TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn())
+            self.p.start()
+            self.t = self.p.add_task(name, total=total, loss=float("nan"))
+
+    def __call__(self, loss: float) -> None:
+        if self.p is not None:
+            self.p.update(self.t, advance=1, loss=loss)
+
+    def close(self) -> None:
+        if self.p is not None:
+            self.p.stop()

@@ -1,0 +1,66 @@
+import json
+
+import pytest
+
+from coral.benchmarks import load_benchmark
+from coral.cli import main
+
+
+def _replies_file(tmp_path, replies):
+    path = tmp_path / "replies.json"
+    path.write_text(json.dumps(replies))
+    return path
+
+
+def test_eval_chain_writes_samples_and_prints_a_table(tmp_path, capsys):
+    tasks = load_benchmark("procedural-test", limit=3)
+    # a scripted policy that plans once then answers with the reference of each task in turn
+    replies = []
+    for t in tasks:
+        replies += [t.metadata["gold_plan"], f"```python\n{t.reference}\n```"]
+    out = tmp_path / "run"
+    rc = main(["eval", "--workflow", "chain", "--bench", "procedural-test", "--limit", "3",
+               "--tasks-per-batch", "1", "--model", f"scripted:{_replies_file(tmp_path, replies)}",
+               "--out-dir", str(out), "--no-progress"])
+    assert rc == 0
+    lines = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+    assert [r["task_id"] for r in lines] == [t.id for t in tasks]
+    assert all(r["passed"] for r in lines)
+    assert [t["role"] for t in lines[0]["turns"]] == ["planner", "coder"]
+    assert lines[0]["private"]["tests"][0]["verdict"] == "pass"
+    summary = json.loads((out / "summary.json").read_text())["summary"]
+    assert summary["pass@1"] == 1.0 and summary["tasks"] == 3
+    printed = capsys.readouterr().out
+    assert "pass@1" in printed and "1" in printed
+
+
+def test_eval_counts_wrong_answers_as_failures(tmp_path):
+    out = tmp_path / "run"
+    replies = ["```python\ndef f(xs):\n    return None\n```"]
+    assert main(["eval", "--workflow", "single", "--bench", "procedural-test", "--limit", "2",
+                 "--model", f"scripted:{_replies_file(tmp_path, replies)}", "--out-dir", str(out),
+                 "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())["summary"]
+    assert summary["pass@1"] == 0.0 and summary["samples"] == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bench", "nope"], "unknown benchmark 'nope'"),
+    (["--model", "/nonexistent/model"], "/nonexistent/model"),
+    (["--samples-per-task", "x"], "field 'samples_per_task': expected int, got 'x'"),
+    (["--ks", "1,5"], "field 'ks': 5 is not within 1..samples_per_task=1"),
+    (["--model", "openai:http://127.0.0.1:9/v1", "--limit", "1"], "http://127.0.0.1:9/v1"),
+    (["--bench", "/no/such/file.jsonl"], "/no/such/file.jsonl"),
+])
+def test_bad_input_ends_with_one_clear_line(args, message, capsys, tmp_path):
+    rc = main(["eval", *args, "--out-dir", str(tmp_path), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_malformed_config_file_is_named(tmp_path, capsys):
+    bad = tmp_path / "eval.yaml"
+    bad.write_text("workflow: chain\nsamples_per_task: [\n")
+    assert main(["eval", "--config", str(bad)]) == 2
+    assert "eval.yaml: malformed YAML" in capsys.readouterr().err

@@ -1,0 +1,134 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from coral.train.corecode import (
+    CoReCodeConfig,
+    coder_reward,
+    efficiency_bonus,
+    group_key,
+    next_batch,
+    score_corecode,
+)
+from coral.trajectory import ExecutionResult, TestResult, Trajectory, Turn
+
+
+def _res(verdicts, wall_s=0.01, mem=2.0):
+    return ExecutionResult(tuple(TestResult(v, wall_s=wall_s, peak_memory_mb=mem) for v in verdicts))
+
+
+def test_coder_reward_is_pass_fraction_without_bonus_when_any_test_fails():
+    ref = _res(["pass"] * 4, wall_s=0.01)
+    assert coder_reward(_res(["pass", "pass", "fail", "pass"]), ref, "fraction", 0.5) == 0.75
+
+
+def test_all_pass_mode_gives_zero_for_partial_solutions():
+    assert coder_reward(_res(["pass", "fail"]), None, "all", 0.0) == 0.0
+    assert coder_reward(_res(["pass", "pass"]), None, "all", 0.0) == 1.0
+
+
+def test_efficiency_bonus_rewards_being_as_fast_and_lean_as_the_reference():
+    ref = _res(["pass"] * 2, wall_s=0.01, mem=2.0)
+    # twice as slow (time ratio 0.5), same memory (1.0): bonus = 0.75
+    assert efficiency_bonus(_res(["pass"] * 2, wall_s=0.02, mem=2.0), ref) == pytest.approx(0.75)
+    # faster than the reference is capped at 1
+    assert efficiency_bonus(_res(["pass"] * 2, wall_s=0.001, mem=1.0), ref) == 1.0
+    assert coder_reward(_res(["pass"] * 2, wall_s=0.02, mem=2.0), ref, "fraction", 0.2) == pytest.approx(1.15)
+
+
+def test_efficiency_bonus_needs_a_passing_reference():
+    assert efficiency_bonus(_res(["pass"]), _res(["fail"])) == 0.0
+    assert efficiency_bonus(_res(["pass"]), None) == 0.0
+
+
+def _chain(plan_rewards: list[list[list[str]]]):
+    """trajectories of one task: plan p, code c, with the given verdict lists."""
+    trajs, results = [], []
+    for p, codes in enumerate(plan_rewards):
+        plan = Turn("planner", "planner", 0, "", "", metadata={"task_id": "t", "plan_id": p})
+        for c, verdicts in enumerate(codes):
+            coder = Turn("coder", "coder", 0, "", "", metadata={"task_id": "t", "plan_id": p, "sample_id": c})
+            trajs.append(Trajectory("t", [plan, coder]))
+            results.append(_res(verdicts))
+    return trajs, results
+
+
+def test_planner_reward_is_mean_or_max_of_its_coders():
+    trajs, results = _chain([[["pass", "pass"], ["pass", "fail"]], [["fail", "fail"], ["fail", "fail"]]])
+    score_corecode(trajs, results, [None] * 4, CoReCodeConfig(efficiency_weight=0.0))
+    assert [t.turns[1].reward for t in trajs] == [1.0, 0.5, 0.0, 0.0]
+    assert trajs[0].turns[0].reward == 0.75 and trajs[2].turns[0].reward == 0.0
+    score_corecode(trajs, results, [None] * 4, CoReCodeConfig(efficiency_weight=0.0, planner_reward="max"))
+    assert trajs[0].turns[0].reward == 1.0
+
+
+def test_coder_groups_are_per_plan_or_per_task():
+    trajs, _ = _chain([[["pass"], ["pass"]], [["pass"], ["pass"]]])
+    coders = [t.turns[1] for t in trajs]
+    by_plan = {group_key(CoReCodeConfig(coder_group="plan"))(t) for t in coders}
+    by_task = {group_key(CoReCodeConfig(coder_group="task"))(t) for t in coders}
+    assert len(by_plan) == 2 and len(by_task) == 1
+    assert group_key(CoReCodeConfig())(trajs[0].turns[0]) == ("planner", "t")
+
+
+def test_data_stream_is_a_seeded_endless_shuffle():
+    tasks = list(range(5))
+    first = next_batch(tasks, 0, 5, seed=1)
+    assert sorted(first) == tasks and next_batch(tasks, 0, 5, seed=1) == first
+    assert sorted(next_batch(tasks, 5, 5, seed=1)) == tasks  # second epoch covers everything again
+    assert next_batch(tasks, 3, 4, seed=1) == (first + next_batch(tasks, 5, 5, seed=1))[3:7]
+
+
+def test_bad_config_values_name_the_field():
+    with pytest.raises(ValueError, match="'plans_per_task' must be >= 1"):
+        CoReCodeConfig(plans_per_task=0)
+    with pytest.raises(ValueError, match="unknown role 'critic'"):
+        CoReCodeConfig(train_roles=("planner", "critic"))
+
+
+SMALL = dict(n_train_tasks=60, n_test_tasks=6, d_model=32, n_layers=1, sft_epochs=0.3, sft_batch_size=8,
+             rl_steps=4, tasks_per_step=2, plans_per_task=2, codes_per_plan=2, max_new_tokens=24,
+             checkpoint_every=1, efficiency_weight=0.0, eval_batch=6, sandbox_workers=1)
+
+
+def _train_cmd(out_dir):
+    cfg = {**SMALL, "out_dir": str(out_dir)}
+    code = ("import json,sys; from coral.train.corecode import CoReCodeConfig, train_corecode; "
+            "train_corecode(CoReCodeConfig(**json.loads(sys.argv[1])), progress=False)")
+    return [sys.executable, "-c", code, json.dumps(cfg)]
+
+
+def _final_weights(out_dir):
+    from coral.policy.hf import HFPolicy
+
+    return {role: HFPolicy.load(out_dir / "final" / role).model.state_dict() for role in ("planner", "coder")}
+
+
+def test_a_killed_run_resumes_to_the_same_state(tmp_path):
+    clean, crashed = tmp_path / "clean", tmp_path / "crashed"
+    subprocess.run(_train_cmd(clean), check=True, timeout=600)
+    proc = subprocess.Popen(_train_cmd(crashed), start_new_session=True)
+    deadline = time.time() + 300
+    metrics = crashed / "metrics.jsonl"
+    while time.time() < deadline:  # kill -9 once step 2 is logged (its checkpoint may or may not exist)
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (crashed / "summary.json").exists()
+    subprocess.run(_train_cmd(crashed), check=True, timeout=600)
+    a, b = _final_weights(clean), _final_weights(crashed)
+    for role in a:
+        for name in a[role]:
+            assert torch.equal(a[role][name], b[role][name]), f"{role}.{name} differs after resume"
+    clean_metrics = [json.loads(x) for x in (clean / "metrics.jsonl").read_text().splitlines()]
+    resumed_metrics = [json.loads(x) for x in (crashed / "metrics.jsonl").read_text().splitlines()]
+    keys = ["step", "coder/reward", "planner/reward"]
+    assert [[m[k] for k in keys] for m in resumed_metrics] == [[m[k] for k in keys] for m in clean_metrics]

@@ -1,0 +1,94 @@
+import pytest
+import torch
+
+from coral.policy import tiny_policy
+from coral.policy.base import GenerationRequest, SamplingParams, user
+from coral.train.grpo import AgentLearner, GRPOConfig, assign_advantages, unique_turns
+from coral.trajectory import Turn
+
+
+@pytest.fixture()
+def policy():
+    return tiny_policy(seed=0, d_model=64, n_layers=2)
+
+
+def _rollout(policy, n: int, seed: int, max_new_tokens: int = 8, agent: str = "coder") -> list[Turn]:
+    reqs = [GenerationRequest(user("say a"), SamplingParams(max_new_tokens=max_new_tokens, seed=seed * 1000 + i))
+            for i in range(n)]
+    return [Turn(agent=agent, role=agent, call_index=0, prompt="say a", text=c.text, prompt_ids=c.prompt_ids,
+                 completion_ids=c.completion_ids, logprobs=c.logprobs, metadata={"task_id": "t"})
+            for c in policy.generate(reqs)]
+
+
+def test_assign_advantages_normalises_within_declared_groups():
+    turns = [Turn("a", "coder", 0, "", "", reward=r, metadata={"g": g}) for r, g in
+             [(1.0, 0), (0.0, 0), (5.0, 1), (5.0, 1)]]
+    assign_advantages(turns, key=lambda t: t.metadata["g"], estimator="dr_grpo")
+    assert [t.advantage for t in turns] == [0.5, -0.5, 0.0, 0.0]
+
+
+def test_a_turn_without_reward_is_an_error_not_a_zero():
+    turns = [Turn("a", "coder", 0, "", "", reward=1.0), Turn("a", "coder", 0, "", "", reward=None)]
+    with pytest.raises(ValueError, match="1 turns have no reward"):
+        assign_advantages(turns, key=lambda t: 0)
+
+
+def test_one_update_changes_every_trained_parameter_and_the_loss_is_finite(policy):
+    before = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
+    learner = AgentLearner("coder", policy, GRPOConfig(lr=1e-3, micro_batch_size=3))
+    turns = _rollout(policy, 8, seed=0)
+    for i, t in enumerate(turns):
+        t.reward = float(i % 2)
+    assign_advantages(turns, key=lambda t: 0)
+    metrics = learner.update(turns)
+    assert torch.isfinite(torch.tensor(metrics["loss"]))
+    assert learner.step == 1 and metrics["trained_turns"] == 8
+    unchanged = [n for n, p in policy.model.named_parameters() if torch.equal(before[n], p.detach())]
+    assert unchanged == []
+    # on-policy: the sampler's logprobs match the trainer's, so the PPO ratio starts at 1
+    assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_frozen_agent_never_changes(policy):
+    before = [p.detach().clone() for p in policy.parameters()]
+    learner = AgentLearner("coder", policy, GRPOConfig(), frozen=True)
+    turns = _rollout(policy, 4, seed=1)
+    for i, t in enumerate(turns):
+        t.reward = float(i)
+    assign_advantages(turns, key=lambda t: 0)
+    assert learner.update(turns) == {}
+    assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters(), strict=True))
+
+
+def test_an_agent_refuses_turns_of_another_agent(policy):
+    learner = AgentLearner("coder", policy, GRPOConfig())
+    turns = _rollout(policy, 2, seed=2, agent="planner")
+    for t in turns:
+        t.reward, t.advantage = 1.0, 1.0
+    with pytest.raises(ValueError, match="was given turns of \\['planner'\\]"):
+        learner.update(turns)
+
+
+def test_unique_turns_counts_shared_turns_once():
+    shared = Turn("p", "planner", 0, "", "")
+    a, b = Turn("c", "coder", 0, "", ""), Turn("c", "coder", 0, "", "")
+    assert unique_turns([[shared, a], [shared, b]]) == [shared, a, b]
+
+
+def test_grpo_learns_to_emit_a_rewarded_token(policy):
+    """Reward = fraction of sampled tokens equal to one target token; it must go up."""
+    target = policy.encode("a")[0]
+    learner = AgentLearner("coder", policy, GRPOConfig(lr=3e-3, micro_batch_size=32))
+
+    def reward(t: Turn) -> float:
+        return sum(i == target for i in t.completion_ids) / max(1, len(t.completion_ids))
+
+    history = []
+    for step in range(25):
+        turns = _rollout(policy, 32, seed=step, max_new_tokens=6)
+        for t in turns:
+            t.reward = reward(t)
+        history.append(sum(t.reward for t in turns) / len(turns))
+        assign_advantages(turns, key=lambda t: 0)
+        learner.update(turns)
+    assert sum(history[-5:]) / 5 > sum(history[:5]) / 5 + 0.3, history

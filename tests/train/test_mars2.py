@@ -1,0 +1,85 @@
+import pytest
+
+from coral.train.mars2 import MARS2Config, node_advantages
+from coral.trajectory import Node
+
+
+class _Tree:
+    def __init__(self, parents):
+        self.nodes = [Node(index=i, parent=p, depth=0, agent=None if p is None else "a") for i, p in enumerate(parents)]
+
+
+# root -> 1, 2 ; 1 -> 3
+PARENTS = [None, 0, 0, 1]
+REWARDS = [1.0, 0.0, 1.0]  # nodes 1, 2, 3
+
+
+def test_unshaped_advantages_are_grpo_over_the_tree():
+    adv = node_advantages(_Tree(PARENTS), REWARDS, MARS2Config(shaping=False))
+    # rewards [1, 0, 1]: mean 2/3, sample std sqrt(1/3)
+    s = (1 / 3) ** 0.5
+    assert adv == pytest.approx([0.0, (1 / 3) / s, (-2 / 3) / s, (1 / 3) / s], abs=1e-4)
+
+
+def test_shaping_changes_the_advantages_through_parent_and_sibling_baselines():
+    # shaped: node1 (root child, sibling 2 has r=0): 1 + .5(1 - 0) = 1.5
+    #         node2 (sibling 1 has r=1): 0 + .5(0 - 1) = -0.5
+    #         node3 (parent 1 r=1, no siblings): 1 + .5(1 - 1) = 1.0
+    adv = node_advantages(_Tree(PARENTS), REWARDS, MARS2Config(shaping=True))
+    shaped = [1.5, -0.5, 1.0]
+    mean = sum(shaped) / 3
+    std = (sum((x - mean) ** 2 for x in shaped) / 2) ** 0.5
+    assert adv == pytest.approx([0.0] + [(x - mean) / std for x in shaped], abs=1e-4)
+
+
+def test_a_tree_without_parent_links_is_refused():
+    with pytest.raises(ValueError, match="parent"):
+        node_advantages(_Tree([None, None, None]), [1.0, 0.0], MARS2Config())
+
+
+def test_config_names_bad_fields():
+    with pytest.raises(ValueError, match="'agents' must be in 1..4"):
+        MARS2Config(agents=9)
+
+
+_CALLS = [0]
+
+
+def _alternating_judge(sandbox, tasks, codes):
+    """Judges every other answer as passing (whatever it is), so rewards vary inside each tree."""
+    from coral.trajectory import ExecutionResult, TestResult
+
+    out = []
+    for task in tasks:
+        _CALLS[0] += 1
+        verdict = "pass" if _CALLS[0] % 3 else "fail"
+        out.append((ExecutionResult(tuple(TestResult(verdict) for _ in task.public_tests)),
+                    ExecutionResult(tuple(TestResult(verdict) for _ in task.private_tests))))
+    return out
+
+
+def test_one_mars2_step_updates_each_agent_on_its_own_nodes_only(monkeypatch):
+    import torch
+
+    import coral.workflows.tree
+
+    from coral.benchmarks.procedural import make_tasks
+    from coral.policy import tiny_policy
+    from coral.train.grpo import AgentLearner, GRPOConfig
+    from coral.train.mars2 import mars2_step
+
+    cfg = MARS2Config(max_nodes=4, max_new_tokens=16, tasks_per_step=2, algorithm="best_of_n")  # agents alternate
+    policies = [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(2)]
+    learners = [AgentLearner(f"agent{i}", p, GRPOConfig(lr=1e-2, skip_zero_advantage=False))
+                for i, p in enumerate(policies)]
+    before = [[q.detach().clone() for q in p.parameters()] for p in policies]
+    tasks = make_tasks(2, "train", seed=0)
+    monkeypatch.setattr(coral.workflows.tree, "judge", _alternating_judge)
+    m = mars2_step(cfg, 1, tasks, policies, learners, sandbox=None)
+    assert m["agent0/nodes"] + m["agent1/nodes"] == 2 * cfg.max_nodes
+    for i, p in enumerate(policies):
+        trained = m.get(f"agent{i}/trained_turns", 0.0)
+        assert trained == m[f"agent{i}/nodes"]  # each agent trains on exactly its own nodes
+        assert 0 < m[f"agent{i}/reward"] < 1
+        changed = any(not torch.equal(a, b.detach()) for a, b in zip(before[i], p.parameters(), strict=True))
+        assert changed
