@@ -1,7 +1,8 @@
 """`coral eval | train | search | demo`: thin argument parsing over the entry points' configs.
 
 Every config field is a flag (`--samples-per-task 4`); `--config FILE.yaml` loads a file first and
-flags override it. Bad input ends with one line on stderr naming the file, field or value, exit 2.
+flags override it. Bad input ends with one line on stderr naming the file, field or value, exit 2 (set CORAL_DEBUG=1
+for the traceback).
 This module does NOT hold logic of its own.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -42,7 +44,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     cfg = load_config(CoReCodeConfig, args.config_file, {f.name: getattr(args, f.name)
                                                           for f in dataclasses.fields(CoReCodeConfig)})
-    train_corecode(cfg)
+    train_corecode(cfg, progress=not args.no_progress)
     return 0
 
 
@@ -50,7 +52,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from coral.train.corecode import CoReCodeConfig, run_demo
 
     cfg = _config(CoReCodeConfig, args)
-    run_demo(cfg)
+    run_demo(cfg, progress=not args.no_progress)
     return 0
 
 
@@ -58,7 +60,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     from coral.search import SearchConfig, run_search
 
     cfg = _config(SearchConfig, args)
-    run_search(cfg)
+    run_search(cfg, progress=not args.no_progress)
     return 0
 
 
@@ -95,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command][2](args)
     except (ConfigError, FileNotFoundError, ValueError, ConnectionError, KeyError) as exc:
+        if os.environ.get("CORAL_DEBUG"):  # the full traceback, for bug reports
+            raise
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"coral {args.command}: error: {msg}", file=sys.stderr)
         return 2

@@ -11,11 +11,10 @@ compositions. This module does NOT implement the math (train/advantages.py, trai
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,6 +44,7 @@ class CoReCodeConfig:
     codes_per_plan: int = 4
     rl_lr: float = 2e-4
     loss: Literal["ppo_clip", "gspo"] = "ppo_clip"
+    loss_norm: Literal["token", "sequence"] = "token"
     advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp_baseline"] = "grpo"
     temperature: float = 1.0
     max_new_tokens: int = 96
@@ -226,6 +226,14 @@ def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dic
     return metrics
 
 
+def grpo_config(cfg: CoReCodeConfig) -> Any:
+    from coral.train.grpo import GRPOConfig
+    from coral.train.losses import LossConfig
+
+    return GRPOConfig(lr=cfg.rl_lr, advantage=cfg.advantage, temperature=cfg.temperature,
+                      loss=LossConfig(kind=cfg.loss, norm=cfg.loss_norm))
+
+
 def _data_order(n: int, seed: int, epoch: int) -> list[int]:
     order = list(range(n))
     random.Random(seed * 7919 + epoch).shuffle(order)
@@ -248,8 +256,7 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
 
     from coral.sandbox import Sandbox
     from coral.train.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
-    from coral.train.grpo import AgentLearner, GRPOConfig
-    from coral.train.losses import LossConfig
+    from coral.train.grpo import AgentLearner
     from coral.train.sft import SFTConfig, corecode_sft_examples, train_sft
 
     out = Path(cfg.out_dir)
@@ -262,8 +269,7 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
     _say(progress, f"tasks: {len(train)} train, {len(test)} held-out test (disjoint compositions), "
                    f"depth {cfg.min_depth}-{cfg.max_depth}")
     policies = build_policies(cfg, train)
-    gcfg = GRPOConfig(lr=cfg.rl_lr, advantage=cfg.advantage, loss=LossConfig(kind=cfg.loss),
-                      temperature=cfg.temperature)
+    gcfg = grpo_config(cfg)
     learners = {role: AgentLearner(role, policies[role], gcfg) for role in cfg.train_roles}
     ckpt_root = out / "ckpt"
     ckpt = latest_checkpoint(ckpt_root) if cfg.resume else None
@@ -329,13 +335,11 @@ def _say(enabled: bool, text: str) -> None:
         print(text, flush=True)
 
 
-def run_demo(cfg: CoReCodeConfig) -> dict[str, Any]:
+def run_demo(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]:
     """The README's main job: SFT then CoRe-Code GRPO on tiny models, before/after pass@1, report."""
     from coral.report.run_report import write_run_report
 
-    if os.environ.get("CORAL_DEMO_QUICK"):  # CI smoke setting; the real demo uses the defaults
-        cfg = replace(cfg, n_train_tasks=200, n_test_tasks=20, sft_epochs=0.5, rl_steps=2, tasks_per_step=4)
-    summary = train_corecode(cfg)
+    summary = train_corecode(cfg, progress=progress)
     report = write_run_report(Path(cfg.out_dir))
     print(f"held-out pass@1: after SFT {summary['pass@1_sft']:.3f} -> after SFT+RL {summary['pass@1_rl']:.3f} "
           f"(seed {cfg.seed}, {summary['eval_rl']['tasks']:.0f} tasks, {summary['wall_s'] / 60:.1f} min)")

@@ -64,3 +64,24 @@ def test_malformed_config_file_is_named(tmp_path, capsys):
     bad.write_text("workflow: chain\nsamples_per_task: [\n")
     assert main(["eval", "--config", str(bad)]) == 2
     assert "eval.yaml: malformed YAML" in capsys.readouterr().err
+
+
+def test_demo_runs_end_to_end_and_writes_a_report(tmp_path, capsys):
+    out = tmp_path / "demo"
+    rc = main(["demo", "--no-progress", "--out-dir", str(out), "--n-train-tasks", "40", "--n-test-tasks", "4",
+               "--d-model", "32", "--n-layers", "1", "--sft-epochs", "0.5", "--rl-steps", "2",
+               "--tasks-per-step", "2", "--plans-per-task", "2", "--codes-per-plan", "2",
+               "--max-new-tokens", "16", "--sandbox-workers", "1"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "held-out pass@1: after SFT" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) >= {"pass@1_sft", "pass@1_rl", "seed", "wall_s"}
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    page = (out / "report.html").read_text()
+    assert "<polyline" in page and "held-out pass@1 after SFT + RL" in page
+    assert (out / "final" / "coder" / "config.json").is_file()
+    # the saved coder is a model `coral eval --model` accepts
+    assert main(["eval", "--workflow", "single", "--bench", "procedural-test", "--limit", "2",
+                 "--max-new-tokens", "8", "--model", str(out / "final" / "coder"),
+                 "--out-dir", str(tmp_path / "ev"), "--no-progress"]) == 0

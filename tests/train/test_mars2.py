@@ -62,7 +62,6 @@ def test_one_mars2_step_updates_each_agent_on_its_own_nodes_only(monkeypatch):
     import torch
 
     import coral.workflows.tree
-
     from coral.benchmarks.procedural import make_tasks
     from coral.policy import tiny_policy
     from coral.train.grpo import AgentLearner, GRPOConfig
