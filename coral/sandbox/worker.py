@@ -64,11 +64,13 @@ def _bwrap_command(bwrap: str, config: dict) -> list[str]:
     for name in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
         if os.path.islink(name):
             cmd += ["--symlink", os.readlink(name), name]
+    # The private /tmp comes first: binds made after it stay visible even when the interpreter or
+    # its packages live under the host's /tmp (a checkout in /tmp, as CI may use).
+    cmd += ["--size", str(TMPFS_MB * 2**20), "--tmpfs", "/tmp"]
     for path in config["read_paths"]:
         if path != SANDBOX_CODE_DIR:
             cmd += ["--ro-bind", path, path]
-    cmd += ["--ro-bind", str(SERVER_DIR), SANDBOX_CODE_DIR, "--dev", "/dev", "--proc", "/proc",
-            "--size", str(TMPFS_MB * 2**20), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    cmd += ["--ro-bind", str(SERVER_DIR), SANDBOX_CODE_DIR, "--dev", "/dev", "--proc", "/proc", "--chdir", "/tmp"]
     return cmd + [sys.executable, "-I", "-c", _BOOTSTRAP.format(dir=SANDBOX_CODE_DIR), json.dumps(config)]
 
 

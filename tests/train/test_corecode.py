@@ -61,10 +61,11 @@ def _chain(plan_rewards: list[list[list[str]]]):
 
 def test_planner_reward_is_mean_or_max_of_its_coders():
     trajs, results = _chain([[["pass", "pass"], ["pass", "fail"]], [["fail", "fail"], ["fail", "fail"]]])
-    score_corecode(trajs, results, [None] * 4, CoReCodeConfig(efficiency_weight=0.0))
+    score_corecode(trajs, results, [None] * 4, CoReCodeConfig(efficiency_weight=0.0, correctness="fraction"))
     assert [t.turns[1].reward for t in trajs] == [1.0, 0.5, 0.0, 0.0]
     assert trajs[0].turns[0].reward == 0.75 and trajs[2].turns[0].reward == 0.0
-    score_corecode(trajs, results, [None] * 4, CoReCodeConfig(efficiency_weight=0.0, planner_reward="max"))
+    score_corecode(trajs, results, [None] * 4,
+                   CoReCodeConfig(efficiency_weight=0.0, correctness="fraction", planner_reward="max"))
     assert trajs[0].turns[0].reward == 1.0
 
 
