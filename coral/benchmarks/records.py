@@ -51,7 +51,7 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
         text = f.read()
     stem = name.removesuffix(".gz")
     if stem.endswith(".jsonl") or (not stem.endswith(".json") and _looks_like_jsonl(text)):
-        return _parse_jsonl(text, str(p))
+        return parse_jsonl(text, str(p))
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -68,7 +68,7 @@ def _looks_like_jsonl(text: str) -> bool:
     return first == "{" and "\n{" in text.strip()
 
 
-def _parse_jsonl(text: str, source: str) -> list[dict[str, Any]]:
+def parse_jsonl(text: str, source: str) -> list[dict[str, Any]]:
     out = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

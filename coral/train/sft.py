@@ -8,7 +8,6 @@ This module does NOT sample or score anything.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -63,25 +62,21 @@ def corecode_sft_examples(tasks: Sequence[Task]) -> dict[str, list[SFTExample]]:
 
 def load_sft_jsonl(path: str | Path) -> list[SFTExample]:
     """JSONL lines with "completion" and either "messages" (chat) or "prompt" (one user message)."""
+    from coral.benchmarks.records import parse_jsonl
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"SFT data file not found: {path}")
     out = []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-        if not isinstance(rec, dict) or not isinstance(rec.get("completion"), str):
-            raise ValueError(f"{path}:{lineno}: record needs a string field 'completion'")
+    for index, rec in enumerate(parse_jsonl(path.read_text(), str(path)), 1):
+        if not isinstance(rec.get("completion"), str):
+            raise ValueError(f"{path}: record {index} needs a string field 'completion'")
         if "messages" in rec:
             messages = tuple(rec["messages"])
         elif isinstance(rec.get("prompt"), str):
             messages = user(rec["prompt"])
         else:
-            raise ValueError(f"{path}:{lineno}: record needs 'messages' or a string 'prompt'")
+            raise ValueError(f"{path}: record {index} needs 'messages' or a string 'prompt'")
         out.append(SFTExample(messages, rec["completion"]))
     if not out:
         raise ValueError(f"{path}: no SFT records")

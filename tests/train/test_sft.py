@@ -34,8 +34,8 @@ def test_jsonl_loader_accepts_prompt_or_messages_and_names_bad_lines(tmp_path):
     assert [e.completion for e in load_sft_jsonl(good)] == ["c", "a"]
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"prompt": "p", "completion": "c"}) + "\n{oops\n")
-    with pytest.raises(ValueError, match=r"bad.jsonl:2: not JSON"):
+    with pytest.raises(ValueError, match=r"bad.jsonl: line 2 is not valid JSON"):
         load_sft_jsonl(bad)
     bad.write_text(json.dumps({"prompt": "p"}) + "\n")
-    with pytest.raises(ValueError, match=r"bad.jsonl:1: record needs a string field 'completion'"):
+    with pytest.raises(ValueError, match=r"bad.jsonl: record 1 needs a string field 'completion'"):
         load_sft_jsonl(bad)
