@@ -17,9 +17,13 @@ from typing import Any
 
 from coral.config import ConfigError, load_config
 
+_TRAIN_FIELDS: set[str] = set()  # flags of `coral train`: the fields of every recipe's config
 
-def _add_fields(parser: argparse.ArgumentParser, cls: type) -> None:
+
+def _add_fields(parser: argparse.ArgumentParser, cls: type, skip: set[str] = frozenset()) -> None:
     for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None,
                             metavar=f.name.upper(), help=f"(default: {f.default!r})"
                             if f.default is not dataclasses.MISSING else None)
@@ -39,12 +43,35 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
+def _recipes() -> dict[str, tuple[type, Callable[..., Any]]]:
     from coral.train.corecode import CoReCodeConfig, train_corecode
+    from coral.train.mars2 import MARS2Config, train_mars2
 
-    cfg = load_config(CoReCodeConfig, args.config_file, {f.name: getattr(args, f.name)
-                                                          for f in dataclasses.fields(CoReCodeConfig)})
-    train_corecode(cfg, progress=not args.no_progress)
+    return {"corecode": (CoReCodeConfig, train_corecode), "mars2": (MARS2Config, train_mars2)}
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    """`recipe:` in the YAML file picks the recipe (default corecode); flags override its fields."""
+    import yaml
+
+    path = args.config_file
+    try:
+        with open(path) as fh:
+            head = yaml.safe_load(fh) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: malformed YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(head, dict):
+        raise ConfigError(f"{path}: expected a mapping of field: value at the top level")
+    recipes = _recipes()
+    recipe = head.pop("recipe", "corecode")
+    if recipe not in recipes:
+        raise ConfigError(f"{path}: field 'recipe': {recipe!r} is not one of {sorted(recipes)}")
+    cls, train = recipes[recipe]
+    flags = {k: v for k, v in vars(args).items() if k in _TRAIN_FIELDS and v is not None}
+    cfg = load_config(cls, None, {**head, **flags})
+    train(cfg, progress=not args.no_progress)
     return 0
 
 
@@ -83,11 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
         except (ImportError, AttributeError):
             continue  # that entry point is not built yet
         p = sub.add_parser(name, help=f"{name} (config: {cls_name})")
-        if name == "train":
-            p.add_argument("config_file", metavar="CONFIG", help="YAML config file")
-        else:
-            p.add_argument("--config", default=None, help="YAML config file; flags override it")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        if name == "train":
+            p.add_argument("config_file", metavar="CONFIG", help="YAML config file (recipe: corecode | mars2)")
+            for recipe_cls, _ in _recipes().values():
+                _add_fields(p, recipe_cls, skip=_TRAIN_FIELDS)
+                _TRAIN_FIELDS.update(f.name for f in dataclasses.fields(recipe_cls))
+            continue
+        p.add_argument("--config", default=None, help="YAML config file; flags override it")
         _add_fields(p, cls)
     return parser
 

@@ -85,3 +85,13 @@ def test_demo_runs_end_to_end_and_writes_a_report(tmp_path, capsys):
     assert main(["eval", "--workflow", "single", "--bench", "procedural-test", "--limit", "2",
                  "--max-new-tokens", "8", "--model", str(out / "final" / "coder"),
                  "--out-dir", str(tmp_path / "ev"), "--no-progress"]) == 0
+
+
+def test_train_names_an_unknown_recipe_and_a_bad_flag(tmp_path, capsys):
+    cfg = tmp_path / "t.yaml"
+    cfg.write_text("recipe: nope\n")
+    assert main(["train", str(cfg)]) == 2
+    assert "field 'recipe': 'nope' is not one of ['corecode', 'mars2']" in capsys.readouterr().err
+    cfg.write_text("recipe: mars2\nshaping: maybe\n")
+    assert main(["train", str(cfg)]) == 2
+    assert "field 'shaping': expected true/false, got 'maybe'" in capsys.readouterr().err
