@@ -19,7 +19,7 @@ def svg_curves(history: Sequence[dict[str, float]], keys=CURVES, width: int = 64
     steps = [m["step"] for m in history]
     if not steps:
         return "<p>no RL steps logged</p>"
-    ymax = max([1.0] + [m.get(k, 0.0) for m in history for k, _ in keys])
+    ymax = max([0.05] + [1.1 * m.get(k, 0.0) for m in history for k, _ in keys])  # fit the data, not [0, 1]
     x0, x1 = min(steps), max(steps) if max(steps) > min(steps) else min(steps) + 1
 
     def xy(step: float, val: float) -> str:
