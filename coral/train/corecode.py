@@ -10,6 +10,7 @@ compositions. This module does NOT implement the math (train/advantages.py, trai
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import time
@@ -208,8 +209,11 @@ def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dic
     results = [ExecutionResult(tr.public.tests + tr.private.tests, tr.public.error) for tr in trajs]
     refs = {}
     if cfg.efficiency_weight > 0:
-        ref_results = judge(sandbox, batch, [t.reference for t in batch])
-        refs = {t.id: ExecutionResult(pub.tests + priv.tests, pub.error) for t, (pub, priv) in zip(batch, ref_results, strict=True)}
+        for task, (pub, priv) in zip(batch, judge(sandbox, batch, [t.reference for t in batch]), strict=True):
+            refs[task.id] = ExecutionResult(pub.tests + priv.tests, pub.error)
+            if not refs[task.id].passed:  # a broken baseline would silently zero every bonus
+                raise RuntimeError(f"reference solution of task {task.id!r} fails its own tests in the sandbox: "
+                                   f"{refs[task.id].feedback(task.all_tests)}")
     score_corecode(trajs, results, [refs.get(tr.task_id) for tr in trajs], cfg)
     t_roll = time.perf_counter() - t0
     turns = unique_turns([tr.turns for tr in trajs])
@@ -237,10 +241,11 @@ def grpo_config(cfg: CoReCodeConfig) -> Any:
                       loss=LossConfig(kind=cfg.loss, norm=cfg.loss_norm))
 
 
-def _data_order(n: int, seed: int, epoch: int) -> list[int]:
+@functools.lru_cache(maxsize=4)
+def _data_order(n: int, seed: int, epoch: int) -> tuple[int, ...]:
     order = list(range(n))
     random.Random(seed * 7919 + epoch).shuffle(order)
-    return order
+    return tuple(order)
 
 
 def next_batch(tasks: Sequence[Task], position: int, size: int, seed: int) -> list[Task]:
