@@ -43,7 +43,7 @@ def run_seed(base: MARS2Config, seed: int, out: Path) -> dict[str, dict[str, flo
         for name, overrides in VARIANTS.items():
             vcfg = replace(cfg, out_dir=str(out / f"seed{seed}" / name), **overrides)
             summary = train_mars2(vcfg, policies=policies[: vcfg.agents], tasks=tasks, sandbox=sandbox,
-                                  progress=False)
+                                  progress=False, eval_before=False)
             rows[name] = summary["after"]
             print(f"seed {seed} {name:10s} pass@1 {rows[name]['pass@1']:.3f} pass@N {rows[name]['pass@n']:.3f}",
                   flush=True)

@@ -183,7 +183,7 @@ def evaluate_search(cfg: MARS2Config, policies: Sequence[Any], tasks: Sequence[T
 
 
 def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: tuple | None = None,
-                sandbox: Any = None, progress: bool = True) -> dict[str, Any]:
+                sandbox: Any = None, progress: bool = True, eval_before: bool = True) -> dict[str, Any]:
     """Cold start (unless `policies` are given, e.g. shared across ablations) -> RL -> held-out eval."""
     from coral.sandbox import Sandbox
     from coral.train.corecode import _Log, build_tasks, next_batch
@@ -198,7 +198,7 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
     try:
         policies = [copy.deepcopy(p) for p in policies] if policies else cold_start(cfg, train, sandbox, progress)
         learners = [AgentLearner(f"agent{i}", p, GRPOConfig(lr=cfg.rl_lr, temperature=cfg.temperature)) for i, p in enumerate(policies)]
-        before, _ = evaluate_search(cfg, policies, test, sandbox)
+        before = evaluate_search(cfg, policies, test, sandbox)[0] if eval_before else None
         log = _Log(out, [])
         for step in range(1, cfg.rl_steps + 1):
             metrics = mars2_step(cfg, step, next_batch(train, (step - 1) * cfg.tasks_per_step,
