@@ -48,7 +48,7 @@ class MARS2Config:
     shaping: bool = True
     gamma: float = 0.5
     lam: float = 0.5
-    rl_lr: float = 2e-4
+    rl_lr: float = 5e-5  # as CoRe-Code: 2e-4 lowered held-out Pass@1 in bench/mars2_compare.py (seed 0)
     temperature: float = 1.0
     max_new_tokens: int = 96
     eval_algorithm: Literal["abmcts", "uct", "best_of_n"] = "abmcts"
