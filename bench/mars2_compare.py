@@ -58,13 +58,15 @@ def main() -> None:
     ap.add_argument("--tasks-per-step", type=int, default=16)
     ap.add_argument("--n-test-tasks", type=int, default=100)
     ap.add_argument("--n-train-tasks", type=int, default=3000)
+    ap.add_argument("--rl-lr", type=float, default=MARS2Config.rl_lr)
     ap.add_argument("--out", default="runs/bench_mars2")
     args = ap.parse_args()
     base = MARS2Config(rl_steps=args.rl_steps, max_nodes=args.max_nodes, tasks_per_step=args.tasks_per_step,
-                       n_test_tasks=args.n_test_tasks, n_train_tasks=args.n_train_tasks)
+                       n_test_tasks=args.n_test_tasks, n_train_tasks=args.n_train_tasks, rl_lr=args.rl_lr)
     out = Path(args.out)
     results = {seed: run_seed(base, seed, out) for seed in args.seeds}
-    print(f"\nheld-out, {args.n_test_tasks} tasks, node budget {args.max_nodes}, {args.rl_steps} RL steps, "
+    print(f"\nheld-out, {args.n_test_tasks} tasks, node budget {args.max_nodes}, {args.rl_steps} RL steps "
+          f"at lr {args.rl_lr:g}, "
           f"seeds {args.seeds}")
     print(f"{'variant':12s} {'pass@1 mean':>12s} {'pass@N mean':>12s}   per seed pass@1")
     for name in ["sft", *VARIANTS]:
