@@ -6,7 +6,6 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import pytest
 
@@ -21,16 +20,6 @@ from coral.workflows.tree import Tree, TreeConfig, search, tree_metrics
 from coral.workflows.tree_select import PublicView, select_abmcts, select_uct
 
 PRIVATE_MARK = "# private"
-
-
-@dataclass(frozen=True)
-class _FakeJob:  # the fields of coral.sandbox.Job, used only until the real sandbox lands
-    code: str
-    tests: tuple[Case, ...]
-    entry_point: str = ""
-    test_setup: str = ""
-    timeout_s: float | None = None
-    memory_mb: int | None = None
 
 
 class InProcessSandbox:
@@ -63,12 +52,6 @@ class InProcessSandbox:
     def run_many(self, jobs: Sequence) -> list[ExecutionResult]:
         self.batches.append(len(jobs))
         return [self._run(job) for job in jobs]
-
-
-@pytest.fixture(autouse=True)
-def _job_class(monkeypatch):
-    if not hasattr(coral.sandbox, "Job"):
-        monkeypatch.setattr(coral.sandbox, "Job", _FakeJob, raising=False)
 
 
 def add_task(k: int) -> Task:
