@@ -23,6 +23,7 @@ from coral.train.corecode import (
     build_policies,
     build_tasks,
     evaluate_pass1,
+    frozen_copy,
     grpo_config,
     next_batch,
     rl_step,
@@ -55,7 +56,9 @@ def main() -> None:
         before = (evaluate_pass1(cfg, pols, test, sb, "before")["pass@1"],
                   evaluate_pass1(cfg, pols, train_eval, sb, "before_train")["pass@1"])
         print(f"before: held-out {before[0]:.3f}  train {before[1]:.3f}", flush=True)
-        learners = {r: AgentLearner(r, pols[r], grpo_config(cfg)) for r in cfg.train_roles}
+        learners = {r: AgentLearner(r, pols[r], grpo_config(cfg),
+                                    reference=frozen_copy(pols[r]) if cfg.beta_kl > 0 else None)
+                    for r in cfg.train_roles}
         for step in range(1, steps + 1):
             batch = next_batch(rl_tasks, (step - 1) * cfg.tasks_per_step, cfg.tasks_per_step, cfg.seed)
             m = rl_step(cfg, step, batch, pols, learners, sb)

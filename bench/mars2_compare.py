@@ -14,6 +14,7 @@ node budget. Also printed: the cold-start agents before RL (`sft`).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import time
@@ -24,6 +25,8 @@ from coral.sandbox import Sandbox
 from coral.train.corecode import build_tasks
 from coral.train.mars2 import MARS2Config, cold_start, evaluate_search, train_mars2
 
+COLD_START_FIELDS = ("seed", "n_train_tasks", "min_depth", "max_depth", "agents", "sft_epochs", "sft_lr",
+                     "sft_batch_size", "refine_examples")
 VARIANTS = {
     "single": dict(algorithm="best_of_n", shaping=False, agents=1),
     "mars2": dict(algorithm="abmcts", shaping=False),
@@ -31,13 +34,31 @@ VARIANTS = {
 }
 
 
-def run_seed(base: MARS2Config, seed: int, out: Path) -> dict[str, dict[str, float]]:
+def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Path | None) -> list:
+    """Cold start once per (seed, cold-start fields); later runs (another lr, more steps) reuse it."""
+    if cache is None:
+        return cold_start(cfg, train, sandbox, progress=False)
+    from coral.policy.hf import HFPolicy
+
+    key = {k: getattr(cfg, k) for k in COLD_START_FIELDS}
+    where = cache / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    if (where / "done").exists():
+        return [HFPolicy.load(where / f"agent{i}", name=f"tiny{i}") for i in range(cfg.agents)]
+    policies = cold_start(cfg, train, sandbox, progress=False)
+    for i, policy in enumerate(policies):
+        policy.save(where / f"agent{i}")
+    (where / "key.json").write_text(json.dumps(key, indent=2))
+    (where / "done").touch()
+    return policies
+
+
+def run_seed(base: MARS2Config, seed: int, out: Path, cache: Path | None) -> dict[str, dict[str, float]]:
     cfg = replace(base, seed=seed)
     tasks = build_tasks(cfg)
     rows = {}
     with Sandbox(workers=cfg.sandbox_workers) as sandbox:
         t0 = time.perf_counter()
-        policies = cold_start(cfg, tasks[0], sandbox, progress=False)
+        policies = cached_cold_start(cfg, tasks[0], sandbox, cache)
         print(f"seed {seed}: cold start {time.perf_counter() - t0:.0f}s", flush=True)
         rows["sft"], _ = evaluate_search(cfg, policies, tasks[1], sandbox)
         for name, overrides in VARIANTS.items():
@@ -60,11 +81,13 @@ def main() -> None:
     ap.add_argument("--n-train-tasks", type=int, default=3000)
     ap.add_argument("--rl-lr", type=float, default=MARS2Config.rl_lr)
     ap.add_argument("--out", default="runs/bench_mars2")
+    ap.add_argument("--cold-cache", default="runs/mars2_cold", help="reuse cold starts from here ('' = never)")
     args = ap.parse_args()
     base = MARS2Config(rl_steps=args.rl_steps, max_nodes=args.max_nodes, tasks_per_step=args.tasks_per_step,
                        n_test_tasks=args.n_test_tasks, n_train_tasks=args.n_train_tasks, rl_lr=args.rl_lr)
     out = Path(args.out)
-    results = {seed: run_seed(base, seed, out) for seed in args.seeds}
+    cache = Path(args.cold_cache) if args.cold_cache else None
+    results = {seed: run_seed(base, seed, out, cache) for seed in args.seeds}
     print(f"\nheld-out, {args.n_test_tasks} tasks, node budget {args.max_nodes}, {args.rl_steps} RL steps "
           f"at lr {args.rl_lr:g}, "
           f"seeds {args.seeds}")

@@ -44,6 +44,7 @@ class CoReCodeConfig:
     plans_per_task: int = 4
     codes_per_plan: int = 2
     rl_lr: float = 5e-5  # RL moves a tiny model far per step: 1e-4 already hurt, 5e-4 collapsed
+    beta_kl: float = 0.0  # k3 KL to the SFT policy (a frozen copy taken after SFT, saved in out_dir/sft)
     loss: Literal["ppo_clip", "gspo"] = "ppo_clip"
     loss_norm: Literal["token", "sequence"] = "token"
     advantage: Literal["grpo", "dr_grpo", "rloo", "reinforce_pp_baseline"] = "grpo"
@@ -69,6 +70,8 @@ class CoReCodeConfig:
         unknown = set(self.train_roles) - {"planner", "coder"}
         if unknown:
             raise ValueError(f"field 'train_roles': unknown role {sorted(unknown)[0]!r} (planner, coder)")
+        if self.beta_kl < 0:
+            raise ValueError(f"field 'beta_kl' must be >= 0, got {self.beta_kl}")
         if not 0 <= self.efficiency_weight <= 1:
             raise ValueError(f"field 'efficiency_weight' must be in [0, 1], got {self.efficiency_weight}")
 
@@ -238,7 +241,18 @@ def grpo_config(cfg: CoReCodeConfig) -> Any:
     from coral.train.losses import LossConfig
 
     return GRPOConfig(lr=cfg.rl_lr, advantage=cfg.advantage, temperature=cfg.temperature,
-                      loss=LossConfig(kind=cfg.loss, norm=cfg.loss_norm))
+                      loss=LossConfig(kind=cfg.loss, norm=cfg.loss_norm, beta_kl=cfg.beta_kl))
+
+
+def frozen_copy(policy: Any) -> Any:
+    """A copy of `policy` for the KL reference: same weights, no gradients, eval mode."""
+    import copy
+
+    ref = copy.deepcopy(policy)
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    ref.eval()
+    return ref
 
 
 @functools.lru_cache(maxsize=4)
@@ -278,11 +292,13 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
                    f"depth {cfg.min_depth}-{cfg.max_depth}")
     policies = build_policies(cfg, train)
     gcfg = grpo_config(cfg)
-    learners = {role: AgentLearner(role, policies[role], gcfg) for role in cfg.train_roles}
     ckpt_root = out / "ckpt"
     ckpt = latest_checkpoint(ckpt_root) if cfg.resume else None
     with Sandbox(workers=cfg.sandbox_workers) as sandbox:
         if ckpt is not None:
+            refs = _sft_references(cfg, out, policies, saved=True)
+            learners = {role: AgentLearner(role, policies[role], gcfg, reference=refs.get(role))
+                        for role in cfg.train_roles}
             state = load_checkpoint(ckpt, {r: _Holder(policies[r], learners.get(r)) for r in policies})
             _say(progress, f"resumed from {ckpt} (step {state['step']})")
         else:
@@ -293,6 +309,9 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
                 losses = train_sft(policy, sft_data[role], SFTConfig(epochs=cfg.sft_epochs, lr=cfg.sft_lr,
                                    batch_size=cfg.sft_batch_size, seed=cfg.seed), progress=progress)
                 state["sft_loss"][role] = [losses[0], losses[-1]]
+            refs = _sft_references(cfg, out, policies, saved=False)
+            learners = {role: AgentLearner(role, policies[role], gcfg, reference=refs.get(role))
+                        for role in cfg.train_roles}
             state["eval_sft"] = evaluate_pass1(cfg, policies, test, sandbox, "eval_sft")
             _say(progress, f"held-out pass@1 after SFT: {state['eval_sft']['pass@1']:.3f}")
             save_checkpoint(ckpt_root, 0, {r: _Holder(policies[r], learners.get(r)) for r in policies}, state)
@@ -315,6 +334,27 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
                "rl_steps": cfg.rl_steps, "wall_s": time.perf_counter() - t_start}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def _sft_references(cfg: CoReCodeConfig, out: Path, policies: dict[str, Any], saved: bool) -> dict[str, Any]:
+    """KL references of the trained roles (none when beta_kl is 0). After SFT they are copies of the
+    policies, also written to out_dir/sft; on resume they are read back from there."""
+    if cfg.beta_kl == 0:
+        return {}
+    from coral.policy.hf import HFPolicy
+
+    refs = {}
+    for role in cfg.train_roles:
+        where = out / "sft" / role
+        if saved:
+            if not where.is_dir():
+                raise FileNotFoundError(f"beta_kl > 0 needs the SFT reference of {role!r} at {where}, "
+                                        "written after SFT; it is missing, so this run cannot resume with a KL term")
+            refs[role] = frozen_copy(HFPolicy.load(where))
+        else:
+            refs[role] = frozen_copy(policies[role])
+            refs[role].save(where)
+    return refs
 
 
 class _Holder:

@@ -133,3 +133,31 @@ def test_a_killed_run_resumes_to_the_same_state(tmp_path):
     resumed_metrics = [json.loads(x) for x in (crashed / "metrics.jsonl").read_text().splitlines()]
     keys = ["step", "coder/reward", "planner/reward"]
     assert [[m[k] for k in keys] for m in resumed_metrics] == [[m[k] for k in keys] for m in clean_metrics]
+
+
+def test_kl_anchor_uses_the_saved_sft_policy_and_resume_needs_it(tmp_path):
+    from coral.train.corecode import train_corecode
+
+    cfg = CoReCodeConfig(**{**SMALL, "rl_steps": 2, "beta_kl": 0.1, "out_dir": str(tmp_path / "run")})
+    train_corecode(cfg, progress=False)
+    run = tmp_path / "run"
+    assert (run / "sft" / "planner").is_dir() and (run / "sft" / "coder").is_dir()
+    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    kl = {(int(m["step"]), role): m[f"{role}/kl"] for m in metrics for role in ("planner", "coder")
+          if f"{role}/kl" in m}
+    assert kl, "no KL metric was logged"
+    first = [v for (step, _), v in kl.items() if step == 1]
+    later = [v for (step, _), v in kl.items() if step > 1]
+    assert all(v == pytest.approx(0.0, abs=1e-6) for v in first)  # step 1 updates from the reference itself
+    assert later and all(v > 0 for v in later)  # after an update the policy has moved away from it
+    # a resumed run rebuilds the reference from out_dir/sft; without it, it refuses to go on
+    import shutil
+
+    shutil.rmtree(run / "sft")
+    with pytest.raises(FileNotFoundError, match="SFT reference of 'planner'"):
+        train_corecode(CoReCodeConfig(**{**SMALL, "rl_steps": 3, "beta_kl": 0.1, "out_dir": str(run)}), progress=False)
+
+
+def test_negative_beta_kl_is_rejected():
+    with pytest.raises(ValueError, match="beta_kl"):
+        CoReCodeConfig(beta_kl=-0.1)
