@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -27,7 +28,9 @@ class Parsed:
 
 def _compiles(code: str) -> bool:
     try:
-        ast.parse(code)
+        with warnings.catch_warnings():  # model output is not ours: its SyntaxWarnings are not the user's
+            warnings.simplefilter("ignore")
+            ast.parse(code)
     except (SyntaxError, ValueError):
         return False
     return True

@@ -66,3 +66,13 @@ def test_code_only_plan_is_a_failure():
 def test_text_parser_strips_and_flags_empty():
     assert extract_text("  notes \n").value == "notes"
     assert extract_text("   ").error == "empty output"
+
+
+def test_parsing_code_with_syntax_warnings_emits_none():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        parsed = extract_code("```python\ndef f(x):\n    return 1if x else 2\n```", "f")
+    assert parsed.value == "def f(x):\n    return 1if x else 2"
+    assert not [w for w in caught if issubclass(w.category, SyntaxWarning)]

@@ -135,3 +135,19 @@ def test_broken_test_code_is_an_error_not_a_failure(bwrap_sandbox):
     result = bwrap_sandbox.run(ADD, asserts("assert candidate(1, 1) ==", "assert candidate(1, 1) == 2"), entry_point="add")
     assert [t.verdict for t in result.tests] == ["error", "pass"]
     assert "test setup failed: SyntaxError" in result.tests[0].message
+
+
+def test_a_candidates_syntax_warnings_do_not_reach_our_stderr(capfd):
+    from sandbox_helpers import make_sandbox
+
+    # `1if` is an "invalid decimal literal" SyntaxWarning when compiled; the program still runs.
+    # A sandbox of its own: servers started earlier write to the stderr pytest had then, not capfd's
+    capfd.readouterr()
+    sandbox = make_sandbox("bwrap")
+    try:
+        result = sandbox.run("def f(x):\n    return 1if x else 2\n", asserts("assert candidate(True) == 1"),
+                             entry_point="f")
+    finally:
+        sandbox.close()
+    assert result.passed
+    assert "SyntaxWarning" not in capfd.readouterr().err
