@@ -5,8 +5,10 @@ Per seed the agents are cold-started (SFT) once and each variant trains from cop
   single     1 agent, best-of-N rollouts (one GRPO group per task)
   mars2      all agents, AB-MCTS-A trees, advantages normalised over each tree (no shaping)
   mars2+tcs  the same with tree-consistent shaping (gamma, lambda = 0.5)
+  mars2+tcs/agent  the same, advantages normalised per (tree, agent) instead of per tree
 Evaluation: every variant searches the held-out tasks with AB-MCTS-A and its own agents at the same
-node budget. Also printed: the cold-start agents before RL (`sft`).
+node budget. Also printed: the cold-start agents before RL, all of them (`sft`, the baseline of the
+MARS2 rows) and the first alone (`sft/1`, the baseline of `single`).
 
     .venv/bin/python bench/mars2_compare.py --seeds 0 1 --rl-steps 8    # about 15 min per seed on 2 cores
 """
@@ -31,6 +33,7 @@ VARIANTS = {
     "single": dict(algorithm="best_of_n", shaping=False, agents=1),
     "mars2": dict(algorithm="abmcts", shaping=False),
     "mars2+tcs": dict(algorithm="abmcts", shaping=True),
+    "mars2+tcs/agent": dict(algorithm="abmcts", shaping=True, advantage_group="tree_agent"),
 }
 
 
@@ -61,12 +64,16 @@ def run_seed(base: MARS2Config, seed: int, out: Path, cache: Path | None) -> dic
         policies = cached_cold_start(cfg, tasks[0], sandbox, cache)
         print(f"seed {seed}: cold start {time.perf_counter() - t0:.0f}s", flush=True)
         rows["sft"], _ = evaluate_search(cfg, policies, tasks[1], sandbox)
+        rows["sft/1"], _ = evaluate_search(cfg, policies[:1], tasks[1], sandbox)
+        for name in ("sft", "sft/1"):
+            print(f"seed {seed} {name:16s} pass@1 {rows[name]['pass@1']:.3f} pass@N {rows[name]['pass@n']:.3f}",
+                  flush=True)
         for name, overrides in VARIANTS.items():
-            vcfg = replace(cfg, out_dir=str(out / f"seed{seed}" / name), **overrides)
+            vcfg = replace(cfg, out_dir=str(out / f"seed{seed}" / name.replace("/", "-")), **overrides)
             summary = train_mars2(vcfg, policies=policies[: vcfg.agents], tasks=tasks, sandbox=sandbox,
                                   progress=False, eval_before=False)
             rows[name] = summary["after"]
-            print(f"seed {seed} {name:10s} pass@1 {rows[name]['pass@1']:.3f} pass@N {rows[name]['pass@n']:.3f}",
+            print(f"seed {seed} {name:16s} pass@1 {rows[name]['pass@1']:.3f} pass@N {rows[name]['pass@n']:.3f}",
                   flush=True)
     return rows
 
@@ -91,11 +98,11 @@ def main() -> None:
     print(f"\nheld-out, {args.n_test_tasks} tasks, node budget {args.max_nodes}, {args.rl_steps} RL steps "
           f"at lr {args.rl_lr:g}, "
           f"seeds {args.seeds}")
-    print(f"{'variant':12s} {'pass@1 mean':>12s} {'pass@N mean':>12s}   per seed pass@1")
-    for name in ["sft", *VARIANTS]:
+    print(f"{'variant':16s} {'pass@1 mean':>12s} {'pass@N mean':>12s}   per seed pass@1")
+    for name in ["sft/1", "single", "sft", *list(VARIANTS)[1:]]:
         p1 = [results[s][name]["pass@1"] for s in args.seeds]
         pn = [results[s][name]["pass@n"] for s in args.seeds]
-        print(f"{name:12s} {statistics.mean(p1):12.3f} {statistics.mean(pn):12.3f}   "
+        print(f"{name:16s} {statistics.mean(p1):12.3f} {statistics.mean(pn):12.3f}   "
               + " ".join(f"{x:.3f}" for x in p1))
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps({str(k): v for k, v in results.items()}, indent=2))

@@ -100,9 +100,8 @@ class AgentLearner:
             tokens = sum(len(t.completion_ids) for t in micro)
             weight = tokens / total_tokens if self.cfg.loss.norm == "token" else len(micro) / len(usable)
             (loss * weight).backward()
-            for k, v in m.items():
+            for k, v in m.items():  # m["loss"] is this micro-batch's loss: its weighted sum is the step's
                 sums[k] = sums.get(k, 0.0) + float(v) * weight
-            sums["loss"] = sums.get("loss", 0.0) + loss.item() * weight
         params = [p for p in self.policy.parameters() if p.requires_grad]
         grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
         self.optimizer.step()

@@ -48,6 +48,9 @@ class MARS2Config:
     shaping: bool = True
     gamma: float = 0.5
     lam: float = 0.5
+    # "tree": one advantage group per tree (the paper's path-level group); "tree_agent": one group per
+    # (tree, agent), so a weaker agent's update is not mostly negative (see tree_rewards.tree_advantages)
+    advantage_group: Literal["tree", "tree_agent"] = "tree"
     rl_lr: float = 5e-5  # as CoRe-Code: 2e-4 lowered held-out Pass@1 in bench/mars2_compare.py (seed 0)
     temperature: float = 1.0
     max_new_tokens: int = 96
@@ -60,6 +63,8 @@ class MARS2Config:
         for name in ("n_train_tasks", "n_test_tasks", "tasks_per_step", "max_nodes", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
+        if self.advantage_group not in ("tree", "tree_agent"):
+            raise ValueError(f"field 'advantage_group' must be 'tree' or 'tree_agent', got {self.advantage_group!r}")
         if not 0 <= self.lam <= 1:
             raise ValueError(f"field 'lam' must be in [0, 1], got {self.lam}")
 
@@ -71,7 +76,8 @@ def node_advantages(tree: Any, rewards: Sequence[float], cfg: MARS2Config) -> li
     parents = [n.parent for n in tree.nodes]
     full = [None] + list(rewards)
     gamma = cfg.gamma if cfg.shaping else 0.0  # gamma 0: r~ = r, the unshaped ablation
-    return tree_advantages(parents, full, gamma=gamma, lam=cfg.lam).tolist()
+    groups = [n.agent for n in tree.nodes] if cfg.advantage_group == "tree_agent" else None
+    return tree_advantages(parents, full, gamma=gamma, lam=cfg.lam, groups=groups).tolist()
 
 
 def refine_sft_examples(tasks: Sequence[Task], sandbox: Any, limit: int, seed: int) -> list[Any]:

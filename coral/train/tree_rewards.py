@@ -24,12 +24,12 @@ This module does NOT run the search, score nodes or choose which reward (fractio
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import torch
 from torch import Tensor
 
-from coral.train.advantages import DEFAULT_EPS, grpo
+from coral.train.advantages import DEFAULT_EPS, group_ids, grpo
 from coral.trajectory import Node
 
 
@@ -117,13 +117,22 @@ def tree_advantages(
     gamma: float = 0.5,
     lam: float = 0.5,
     eps: float = DEFAULT_EPS,
+    groups: Sequence[Hashable] | None = None,
 ) -> Tensor:
     """Path-level group advantage per node, [n]: grpo over the shaped rewards of all non-root
-    nodes (one group per tree); the root's entry is 0."""
+    nodes (one group per tree); the root's entry is 0.
+
+    `groups` (one label per node, the root's ignored) normalises within each label instead, e.g. the
+    node's agent: then every agent's advantages are centred on its own nodes of the tree. With one
+    group per tree, a weaker agent's nodes are mostly below the tree mean, so its whole update pushes
+    its own samples down."""
     shaped = shaped_rewards(parents, rewards, gamma=gamma, lam=lam)
     advantages = torch.zeros_like(shaped)
+    if groups is not None and len(groups) != len(parents):
+        raise ValueError(f"groups has {len(groups)} entries but parents has {len(parents)}")
     if len(parents) > 1:
-        advantages[1:] = grpo(shaped[1:], torch.zeros(len(parents) - 1, dtype=torch.long), eps=eps)
+        ids = group_ids(list(groups)[1:]) if groups is not None else torch.zeros(len(parents) - 1, dtype=torch.long)
+        advantages[1:] = grpo(shaped[1:], ids, eps=eps)
     return advantages
 
 

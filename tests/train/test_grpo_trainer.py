@@ -92,3 +92,17 @@ def test_grpo_learns_to_emit_a_rewarded_token(policy):
         assign_advantages(turns, key=lambda t: 0)
         learner.update(turns)
     assert sum(history[-5:]) / 5 > sum(history[:5]) / 5 + 0.3, history
+
+
+def test_logged_loss_is_the_token_weighted_loss_of_the_step(policy):
+    # on-policy, ratio 1, no KL: the PPO loss is -(token-weighted mean advantage), over micro-batches
+    learner = AgentLearner("coder", policy, GRPOConfig(lr=1e-3, micro_batch_size=3))
+    turns = _rollout(policy, 8, seed=1)
+    for i, t in enumerate(turns):  # advantages set by hand: not centred, so the loss is far from 0
+        t.reward, t.advantage = 0.0, 1.0 if i % 2 else 0.5
+    tokens = sum(len(t.completion_ids) for t in turns)
+    expected = -sum(t.advantage * len(t.completion_ids) for t in turns) / tokens
+    metrics = learner.update(turns)
+    assert expected < -0.4
+    assert metrics["loss"] == pytest.approx(expected, abs=1e-4)
+    assert metrics["loss"] == pytest.approx(metrics["policy_loss"], abs=1e-6)

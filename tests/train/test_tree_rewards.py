@@ -64,6 +64,19 @@ def test_tree_advantages_normalise_shaped_rewards_over_the_non_root_nodes():
     close(tree_advantages(DEEP_PARENTS, DEEP_REWARDS, eps=0.0), expected)
 
 
+def test_tree_advantages_within_groups_centre_each_agent_on_its_own_nodes():
+    # agent a: nodes 1, 3, 5, shaped .75, 1.375, 1.125: mean 1.0833333, unbiased std 0.3145764
+    # agent b: nodes 2, 4, 6, shaped -.25, -.375, .25: mean -0.125, unbiased std 0.3307189
+    agents = [None, "a", "b", "a", "b", "a", "b"]
+    expected = [0.0, -1.0596259, -0.3779645, 0.9271726, -0.7559289, 0.1324532, 1.1338934]
+    close(tree_advantages(DEEP_PARENTS, DEEP_REWARDS, eps=0.0, groups=agents), expected)
+    # one label for all nodes is the plain path-level advantage
+    same = tree_advantages(DEEP_PARENTS, DEEP_REWARDS, eps=0.0, groups=[None] + ["x"] * 6)
+    close(same, tree_advantages(DEEP_PARENTS, DEEP_REWARDS, eps=0.0).tolist())
+    with pytest.raises(ValueError, match="groups has 3 entries"):
+        tree_advantages(DEEP_PARENTS, DEEP_REWARDS, groups=agents[:3])
+
+
 def test_tree_advantages_of_a_lone_node_are_zero():
     close(tree_advantages([None, 0], [None, 1.0]), [0.0, 0.0])
 
