@@ -6,7 +6,8 @@ training tasks, before and after RL. Used for the learning-rate / group sweep in
 
 The JSON holds CoReCodeConfig fields plus `steps` (RL steps) and `fixed` (RL on the first N training
 tasks only, and the "train" evaluation on those same N tasks; 0 = the usual stream and the first 200).
-The SFT weights are cached in runs/probe_sft_<epochs>_<seed> so that settings share one cold start.
+The SFT weights are cached in runs/probe_sft_e<epochs>_b<batch>_lr<lr>_s<seed> so that settings share one
+cold start.
 """
 
 from __future__ import annotations
@@ -29,17 +30,17 @@ from coral.train.corecode import (
     rl_step,
 )
 from coral.train.grpo import AgentLearner
-from coral.train.sft import SFTConfig, corecode_sft_examples, train_sft
+from coral.train.sft import SFTConfig, corecode_sft_examples, train_sft_many
 
 
 def main() -> None:
     kw = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     steps, fixed = kw.pop("steps", 20), kw.pop("fixed", 0)
-    cfg = CoReCodeConfig(out_dir="runs/probe", **kw)
+    cfg = CoReCodeConfig(**{"out_dir": "runs/probe", **kw})
     train, test = build_tasks(cfg)
     rl_tasks = train[:fixed] if fixed else train
     train_eval = train[:fixed] if fixed else train[:200]
-    cache = Path(f"runs/probe_sft_{cfg.sft_epochs}_{cfg.seed}")
+    cache = Path(f"runs/probe_sft_e{cfg.sft_epochs}_b{cfg.sft_batch_size}_lr{cfg.sft_lr}_s{cfg.seed}")
     t0 = time.time()
     with Sandbox() as sb:
         if cache.exists():
@@ -47,15 +48,18 @@ def main() -> None:
         else:
             pols = build_policies(cfg, train)
             data = corecode_sft_examples(train)
+            sft = SFTConfig(epochs=cfg.sft_epochs, lr=cfg.sft_lr, batch_size=cfg.sft_batch_size, seed=cfg.seed)
+            train_sft_many({r: (p, data[r], sft) for r, p in pols.items()}, Path(cfg.out_dir) / "sft_work",
+                           progress=False, processes=cfg.sft_processes)
             for role, policy in pols.items():
-                train_sft(policy, data[role], SFTConfig(epochs=cfg.sft_epochs, lr=cfg.sft_lr,
-                                                        batch_size=cfg.sft_batch_size, seed=cfg.seed), progress=False)
                 policy.save(cache / role)
         for p in pols.values():
             p.batch_size = 64
         before = (evaluate_pass1(cfg, pols, test, sb, "before")["pass@1"],
                   evaluate_pass1(cfg, pols, train_eval, sb, "before_train")["pass@1"])
-        print(f"before: held-out {before[0]:.3f}  train {before[1]:.3f}", flush=True)
+        print(f"before: held-out {before[0]:.3f}  train {before[1]:.3f}  ({time.time() - t0:.0f}s)", flush=True)
+        if steps == 0:
+            return
         learners = {r: AgentLearner(r, pols[r], grpo_config(cfg),
                                     reference=frozen_copy(pols[r]) if cfg.beta_kl > 0 else None)
                     for r in cfg.train_roles}

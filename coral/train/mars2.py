@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -121,7 +122,7 @@ def cold_start(cfg: MARS2Config, train: Sequence[Task], sandbox: Any, progress: 
     """Fresh tiny agents of different shapes, each SFT'd on solve + refine examples."""
     from coral.policy.hf import HFPolicy
     from coral.policy.tiny import build_model, build_tokenizer
-    from coral.train.sft import SFTConfig, train_sft
+    from coral.train.sft import SFTConfig, train_sft_many
 
     examples = solve_sft_examples(train) + refine_sft_examples(train, sandbox, cfg.refine_examples, cfg.seed)
     corpus = [m["content"] for ex in examples for m in ex.messages] + [ex.completion for ex in examples]
@@ -130,10 +131,11 @@ def cold_start(cfg: MARS2Config, train: Sequence[Task], sandbox: Any, progress: 
     for i in range(cfg.agents):
         d_model, n_layers = AGENT_SHAPES[i]
         model = build_model(tokenizer, seed=cfg.seed * 10 + i, d_model=d_model, n_layers=n_layers)
-        policy = HFPolicy(model, tokenizer, name=f"tiny{i}")
-        train_sft(policy, examples, SFTConfig(epochs=cfg.sft_epochs, lr=cfg.sft_lr, batch_size=cfg.sft_batch_size,
-                                              seed=cfg.seed + i), progress=progress)
-        policies.append(policy)
+        policies.append(HFPolicy(model, tokenizer, name=f"tiny{i}"))
+    jobs = {f"agent{i}": (p, examples, SFTConfig(epochs=cfg.sft_epochs, lr=cfg.sft_lr, batch_size=cfg.sft_batch_size,
+                                                 seed=cfg.seed + i)) for i, p in enumerate(policies)}
+    with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
+        train_sft_many(jobs, work, progress=progress)
     return policies
 
 

@@ -150,3 +150,78 @@ class _bar:
     def close(self) -> None:
         if self.p is not None:
             self.p.stop()
+
+
+# ------------------------------------------------------------------------ several policies at once
+def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]], workdir: str | Path,
+                   progress: bool = True, processes: int | None = None) -> dict[str, list[float]]:
+    """Train several independent policies (e.g. planner and coder) in place; returns each one's losses.
+
+    With `processes` > 1 (default: one per policy, at most the CPU count) each policy trains in its
+    own spawned process with cpu_count // processes torch threads: tiny models use two cores far
+    better as two 1-thread trainings than as one 2-thread training. The policies travel through
+    `workdir` (written with `save`, read back into the same policy objects). A failing trainer raises
+    with its name; nothing is half-loaded.
+    """
+    import os
+
+    names = list(jobs)
+    cpus = os.cpu_count() or 1
+    processes = min(len(names), cpus) if processes is None else processes
+    if processes <= 1 or len(names) == 1:
+        out = {}
+        for name, (policy, examples, cfg) in jobs.items():
+            out[name] = train_sft(policy, examples, cfg, progress=progress)
+        return out
+    import multiprocessing
+    import queue as queue_module
+    from concurrent.futures import ProcessPoolExecutor
+
+    workdir = Path(workdir)
+    for name, (policy, _, _) in jobs.items():
+        policy.save(workdir / "init" / name)
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager:
+        queue = manager.Queue()
+        with ProcessPoolExecutor(processes, mp_context=ctx) as pool:
+            futures = {name: pool.submit(_sft_worker, name, str(workdir), list(examples), cfg,
+                                         max(1, cpus // processes), queue)
+                       for name, (_, examples, cfg) in jobs.items()}
+            totals = {name: max(1, int(math.ceil(len(ex) / cfg.batch_size) * cfg.epochs))
+                      for name, (_, ex, cfg) in jobs.items()}
+            bars = {name: _bar(progress, totals[name], f"sft {name}") for name in names}
+            pending = set(names)
+            while pending:
+                try:
+                    name, loss = queue.get(timeout=0.5)
+                    bars[name](loss)
+                except queue_module.Empty:  # no progress in 0.5 s: look for finished or failed workers
+                    pass
+                for name in [n for n in pending if futures[n].done()]:
+                    pending.discard(name)
+            for bar in bars.values():
+                bar.close()
+            losses = {}
+            for name in names:
+                try:
+                    losses[name] = futures[name].result()
+                except Exception as exc:
+                    raise RuntimeError(f"SFT of {name!r} failed in its worker process: {exc}") from exc
+    from coral.policy.hf import HFPolicy
+
+    for name, (policy, _, _) in jobs.items():
+        trained = HFPolicy.load(workdir / "trained" / name)
+        policy.model.load_state_dict(trained.model.state_dict())
+        policy.eval()
+    return losses
+
+
+def _sft_worker(name: str, workdir: str, examples: list[SFTExample], cfg: SFTConfig, threads: int,
+                queue: Any) -> list[float]:
+    from coral.policy.hf import HFPolicy
+
+    torch.set_num_threads(threads)
+    policy = HFPolicy.load(Path(workdir) / "init" / name)
+    losses = train_sft(policy, examples, cfg, log=lambda m: queue.put((name, m["sft/loss"])), progress=False)
+    policy.save(Path(workdir) / "trained" / name)
+    return losses

@@ -147,9 +147,8 @@ def test_kl_anchor_uses_the_saved_sft_policy_and_resume_needs_it(tmp_path):
           if f"{role}/kl" in m}
     assert kl, "no KL metric was logged"
     first = [v for (step, _), v in kl.items() if step == 1]
-    later = [v for (step, _), v in kl.items() if step > 1]
-    assert all(v == pytest.approx(0.0, abs=1e-6) for v in first)  # step 1 updates from the reference itself
-    assert later and all(v > 0 for v in later)  # after an update the policy has moved away from it
+    assert first and all(v == pytest.approx(0.0, abs=1e-6) for v in first)  # step 1 starts at the reference
+    # (that the KL grows once the policy moves is test_grpo_trainer's kl test: here rewards may all be 0)
     # a resumed run rebuilds the reference from out_dir/sft; without it, it refuses to go on
     import shutil
 

@@ -106,3 +106,25 @@ def test_logged_loss_is_the_token_weighted_loss_of_the_step(policy):
     assert expected < -0.4
     assert metrics["loss"] == pytest.approx(expected, abs=1e-4)
     assert metrics["loss"] == pytest.approx(metrics["policy_loss"], abs=1e-6)
+
+
+def test_kl_to_the_reference_is_zero_before_and_positive_after_an_update(policy):
+    from coral.train.corecode import frozen_copy
+    from coral.train.losses import LossConfig
+
+    learner = AgentLearner("coder", policy, GRPOConfig(lr=1e-2, loss=LossConfig(beta_kl=0.1)),
+                           reference=frozen_copy(policy))
+    turns = _rollout(policy, 6, seed=2)
+    for i, t in enumerate(turns):
+        t.reward = float(i % 2)
+    assign_advantages(turns, key=lambda t: 0)
+    assert learner.update(turns)["kl"] == pytest.approx(0.0, abs=1e-6)
+    assert learner.update(turns)["kl"] > 1e-4
+    assert all(not p.requires_grad for p in learner.reference.parameters())
+
+
+def test_beta_kl_without_a_reference_is_refused(policy):
+    from coral.train.losses import LossConfig
+
+    with pytest.raises(ValueError, match="needs a reference policy"):
+        AgentLearner("coder", policy, GRPOConfig(loss=LossConfig(beta_kl=0.1)))

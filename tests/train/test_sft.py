@@ -39,3 +39,44 @@ def test_jsonl_loader_accepts_prompt_or_messages_and_names_bad_lines(tmp_path):
     bad.write_text(json.dumps({"prompt": "p"}) + "\n")
     with pytest.raises(ValueError, match=r"bad.jsonl: record 1 needs a string field 'completion'"):
         load_sft_jsonl(bad)
+
+
+def test_parallel_sft_trains_each_policy_in_place_as_a_serial_run_would(tmp_path):
+    from coral.train.sft import train_sft_many
+
+    tasks = make_tasks(16, "train", seed=0)
+    data = corecode_sft_examples(tasks)
+    cfg = SFTConfig(epochs=4, batch_size=8, warmup_steps=1, seed=0)
+
+    def fresh():
+        return {role: tiny_policy(seed=i, d_model=32, n_layers=1) for i, role in enumerate(("planner", "coder"))}
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in each worker, so that the two runs do the same arithmetic
+    try:
+        serial = fresh()
+        serial_losses = train_sft_many({r: (p, data[r], cfg) for r, p in serial.items()}, tmp_path / "s",
+                                       progress=False, processes=1)
+    finally:
+        torch.set_num_threads(threads)
+    parallel = fresh()
+    before = {r: {n: t.clone() for n, t in p.model.state_dict().items()} for r, p in parallel.items()}
+    losses = train_sft_many({r: (p, data[r], cfg) for r, p in parallel.items()}, tmp_path / "p",
+                            progress=False, processes=2)
+    for role in ("planner", "coder"):
+        assert losses[role] == pytest.approx(serial_losses[role], abs=1e-4)
+        assert losses[role][-1] < losses[role][0]
+        after = parallel[role].model.state_dict()
+        assert all(not torch.equal(before[role][n], after[n]) for n in after)  # trained in place
+        for n, t in serial[role].model.state_dict().items():
+            torch.testing.assert_close(after[n], t, atol=1e-4, rtol=1e-4)
+
+
+def test_a_failing_parallel_sft_names_the_policy(tmp_path):
+    from coral.train.sft import train_sft_many
+
+    data = corecode_sft_examples(make_tasks(4, "train", seed=0))
+    jobs = {"planner": (tiny_policy(seed=0, d_model=32, n_layers=1), data["planner"], SFTConfig()),
+            "coder": (tiny_policy(seed=1, d_model=32, n_layers=1), [], SFTConfig())}
+    with pytest.raises(RuntimeError, match="SFT of 'coder' failed.*no examples"):
+        train_sft_many(jobs, tmp_path, progress=False, processes=2)
