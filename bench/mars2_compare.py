@@ -87,16 +87,18 @@ def main() -> None:
     ap.add_argument("--n-test-tasks", type=int, default=100)
     ap.add_argument("--n-train-tasks", type=int, default=3000)
     ap.add_argument("--rl-lr", type=float, default=MARS2Config.rl_lr)
+    ap.add_argument("--sft-epochs", type=float, default=MARS2Config.sft_epochs)
     ap.add_argument("--out", default="runs/bench_mars2")
     ap.add_argument("--cold-cache", default="runs/mars2_cold", help="reuse cold starts from here ('' = never)")
     args = ap.parse_args()
     base = MARS2Config(rl_steps=args.rl_steps, max_nodes=args.max_nodes, tasks_per_step=args.tasks_per_step,
-                       n_test_tasks=args.n_test_tasks, n_train_tasks=args.n_train_tasks, rl_lr=args.rl_lr)
+                       n_test_tasks=args.n_test_tasks, n_train_tasks=args.n_train_tasks, rl_lr=args.rl_lr,
+                       sft_epochs=args.sft_epochs)
     out = Path(args.out)
     cache = Path(args.cold_cache) if args.cold_cache else None
     results = {seed: run_seed(base, seed, out, cache) for seed in args.seeds}
     print(f"\nheld-out, {args.n_test_tasks} tasks, node budget {args.max_nodes}, {args.rl_steps} RL steps "
-          f"at lr {args.rl_lr:g}, "
+          f"at lr {args.rl_lr:g}, cold start {args.sft_epochs:g} epochs, "
           f"seeds {args.seeds}")
     print(f"{'variant':16s} {'pass@1 mean':>12s} {'pass@N mean':>12s}   per seed pass@1")
     for name in ["sft/1", "single", "sft", *list(VARIANTS)[1:]]:
