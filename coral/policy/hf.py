@@ -230,6 +230,10 @@ class HFPolicy:
         """Model + tokenizer as a plain HF directory; LoRA adapters (if any) go to `path/adapter`."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
+        with _no_hf_progress_bars():
+            self._save(path)
+
+    def _save(self, path: Path) -> None:
         if _is_peft(self.model):
             base = self.model.get_base_model()
             state = {
@@ -248,9 +252,12 @@ class HFPolicy:
         Extra kwargs go to HFPolicy (name, batch_size, truncate_prompt_left)."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        model = AutoModelForCausalLM.from_pretrained(str(path))
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
         local = Path(path)
+        # a local checkpoint loads in a blink: its per-shard bars only clutter training logs; a hub
+        # download keeps them
+        with _no_hf_progress_bars() if local.is_dir() else contextlib.nullcontext():
+            model = AutoModelForCausalLM.from_pretrained(str(path))
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
         if (local / ADAPTER_DIR).is_dir():
             from peft import PeftModel
 
@@ -365,3 +372,17 @@ def _eval_mode(model: Any) -> Iterator[None]:
         yield
     finally:
         model.train(was_training)
+
+
+@contextlib.contextmanager
+def _no_hf_progress_bars():
+    """transformers' tqdm bars off for the block, then back to what they were."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()

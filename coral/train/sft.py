@@ -138,7 +138,7 @@ class _bar:
         if enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self.p = Progress(TextColumn(f"[bold]{name}[/]"), BarColumn(), MofNCompleteColumn(),
+            self.p = Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
                               TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn())
             self.p.start()
             self.t = self.p.add_task(name, total=total, loss=float("nan"))
@@ -189,18 +189,22 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
                        for name, (_, examples, cfg) in jobs.items()}
             totals = {name: max(1, int(math.ceil(len(ex) / cfg.batch_size) * cfg.epochs))
                       for name, (_, ex, cfg) in jobs.items()}
-            bars = {name: _bar(progress, totals[name], f"sft {name}") for name in names}
+            bars = _bar(progress, totals[names[0]], f"sft {names[0]}")  # one live display, a row per policy
+            rows = {names[0]: bars.t} if bars.p is not None else {}
+            for name in names[1:]:
+                if bars.p is not None:
+                    rows[name] = bars.p.add_task(f"sft {name}", total=totals[name], loss=float("nan"))
             pending = set(names)
             while pending:
                 try:
                     name, loss = queue.get(timeout=0.5)
-                    bars[name](loss)
+                    if bars.p is not None:
+                        bars.p.update(rows[name], advance=1, loss=loss)
                 except queue_module.Empty:  # no progress in 0.5 s: look for finished or failed workers
                     pass
                 for name in [n for n in pending if futures[n].done()]:
                     pending.discard(name)
-            for bar in bars.values():
-                bar.close()
+            bars.close()
             losses = {}
             for name in names:
                 try:

@@ -93,3 +93,16 @@ def test_save_and_load_keep_trained_lora_adapters(tiny, tmp_path):
     args = ([[5, 6, 7]], [[8, 9, 10]])
     torch.testing.assert_close(loaded.forward(*args)[0], tiny.forward(*args)[0])
     assert all("lora_" in n for n, p in loaded.model.named_parameters() if p.requires_grad)
+
+
+def test_local_save_and_load_print_no_progress_bars_and_leave_the_setting_alone(tiny, tmp_path, capfd):
+    from transformers.utils import logging as hf_logging
+
+    from coral.policy.hf import HFPolicy
+
+    assert hf_logging.is_progress_bar_enabled()
+    tiny.save(tmp_path / "p")
+    HFPolicy.load(tmp_path / "p")
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "Writing model shards" not in err
+    assert hf_logging.is_progress_bar_enabled()
