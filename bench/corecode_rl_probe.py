@@ -5,8 +5,7 @@ training tasks, before and after RL. Used for the learning-rate / group sweep in
     .venv/bin/python bench/corecode_rl_probe.py '{"steps": 20, "fixed": 48, "rl_lr": 1e-4, "train_roles": ["coder"]}'
 
 The JSON holds CoReCodeConfig fields plus `steps` (RL steps) and `fixed` (RL on the first N training
-tasks only, and the "train" evaluation on those same N tasks; 0 = the usual stream and the first 200) and
-`rl_max_depth` (RL on train-split tasks of depth up to this, generated with another seed).
+tasks only, and the "train" evaluation on those same N tasks; 0 = the usual stream and the first 200).
 The SFT weights are cached in runs/probe_sft_e<epochs>_b<batch>_lr<lr>_s<seed> so that settings share one
 cold start.
 """
@@ -16,7 +15,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from coral.policy.hf import HFPolicy
@@ -30,6 +28,7 @@ from coral.train.corecode import (
     grpo_config,
     next_batch,
     rl_step,
+    rl_tasks,
 )
 from coral.train.grpo import AgentLearner
 from coral.train.sft import SFTConfig, corecode_sft_examples, train_sft_many
@@ -37,12 +36,10 @@ from coral.train.sft import SFTConfig, corecode_sft_examples, train_sft_many
 
 def main() -> None:
     kw = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    steps, fixed, rl_depth = kw.pop("steps", 20), kw.pop("fixed", 0), kw.pop("rl_max_depth", None)
+    steps, fixed = kw.pop("steps", 20), kw.pop("fixed", 0)
     cfg = CoReCodeConfig(**{"out_dir": "runs/probe", **kw})
     train, test = build_tasks(cfg)
-    rl_tasks = train[:fixed] if fixed else train
-    if rl_depth is not None:  # RL on train-split tasks up to another depth than SFT saw (a curriculum)
-        rl_tasks = build_tasks(replace(cfg, max_depth=rl_depth, seed=cfg.seed + 17))[0]
+    pool = train[:fixed] if fixed else rl_tasks(cfg, train)
     train_eval = train[:fixed] if fixed else train[:200]
     cache = Path(f"runs/probe_sft_e{cfg.sft_epochs}_b{cfg.sft_batch_size}_lr{cfg.sft_lr}_s{cfg.seed}")
     t0 = time.time()
@@ -68,7 +65,7 @@ def main() -> None:
                                     reference=frozen_copy(pols[r]) if cfg.beta_kl > 0 else None)
                     for r in cfg.train_roles}
         for step in range(1, steps + 1):
-            batch = next_batch(rl_tasks, (step - 1) * cfg.tasks_per_step, cfg.tasks_per_step, cfg.seed)
+            batch = next_batch(pool, (step - 1) * cfg.tasks_per_step, cfg.tasks_per_step, cfg.seed)
             m = rl_step(cfg, step, batch, pols, learners, sb)
             print(f"step {step}: sampled pass {m['pass_rate']:.3f}  {m['step_s']:.1f}s", flush=True)
         after = (evaluate_pass1(cfg, pols, test, sb, "after")["pass@1"],

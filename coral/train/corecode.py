@@ -30,6 +30,7 @@ class CoReCodeConfig:
     n_test_tasks: int = 200
     min_depth: int = 1
     max_depth: int = 2
+    rl_max_depth: int | None = None  # RL on train-split tasks up to this depth (None: max_depth, SFT's tasks)
     # models: "tiny" builds two fresh tiny models (planner, coder) with a tokenizer trained on the data
     model: str = "tiny"
     d_model: int = 128
@@ -71,6 +72,8 @@ class CoReCodeConfig:
         unknown = set(self.train_roles) - {"planner", "coder"}
         if unknown:
             raise ValueError(f"field 'train_roles': unknown role {sorted(unknown)[0]!r} (planner, coder)")
+        if self.rl_max_depth is not None and self.rl_max_depth < self.min_depth:
+            raise ValueError(f"field 'rl_max_depth' must be >= min_depth={self.min_depth}, got {self.rl_max_depth}")
         if self.sft_processes is not None and self.sft_processes < 1:
             raise ValueError(f"field 'sft_processes' must be >= 1 or None, got {self.sft_processes}")
         if self.beta_kl < 0:
@@ -133,6 +136,16 @@ def build_tasks(cfg: CoReCodeConfig) -> tuple[list[Task], list[Task]]:
     test = make_tasks(cfg.n_test_tasks, "test", min_depth=cfg.min_depth, max_depth=cfg.max_depth,
                       seed=cfg.seed + 1)
     return train, test
+
+
+def rl_tasks(cfg: CoReCodeConfig, train: list[Task]) -> list[Task]:
+    """The RL stream's tasks: SFT's training tasks, or (rl_max_depth set) other train-split tasks up to
+    that depth, generated with another seed; held-out compositions never enter either."""
+    if cfg.rl_max_depth is None:
+        return train
+    from dataclasses import replace
+
+    return build_tasks(replace(cfg, max_depth=cfg.rl_max_depth, rl_max_depth=None, seed=cfg.seed + 17))[0]
 
 
 def build_policies(cfg: CoReCodeConfig, train: Sequence[Task]) -> dict[str, Any]:
@@ -323,8 +336,9 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
             _say(progress, f"held-out pass@1 after SFT: {state['eval_sft']['pass@1']:.3f}")
             save_checkpoint(ckpt_root, 0, {r: _Holder(policies[r], learners.get(r)) for r in policies}, state)
         log = _Log(out, state["metrics"])
+        rl_pool = rl_tasks(cfg, train)
         for step in range(state["step"] + 1, cfg.rl_steps + 1):
-            batch = next_batch(train, state["position"], cfg.tasks_per_step, cfg.seed)
+            batch = next_batch(rl_pool, state["position"], cfg.tasks_per_step, cfg.seed)
             metrics = rl_step(cfg, step, batch, policies, learners, sandbox)
             state["position"] += cfg.tasks_per_step
             state["step"] = step

@@ -160,3 +160,22 @@ def test_kl_anchor_uses_the_saved_sft_policy_and_resume_needs_it(tmp_path):
 def test_negative_beta_kl_is_rejected():
     with pytest.raises(ValueError, match="beta_kl"):
         CoReCodeConfig(beta_kl=-0.1)
+
+
+def test_rl_tasks_can_go_deeper_than_sft_but_stay_in_the_train_split():
+    from coral.benchmarks.procedural import parse_composition, skeleton
+    from coral.train.corecode import build_tasks, rl_tasks
+
+    cfg = CoReCodeConfig(n_train_tasks=300, n_test_tasks=100, max_depth=2)
+    train, test = build_tasks(cfg)
+    assert rl_tasks(cfg, train) is train
+    deeper = rl_tasks(CoReCodeConfig(n_train_tasks=300, n_test_tasks=100, max_depth=2, rl_max_depth=3), train)
+    assert max(t.metadata["difficulty"] for t in deeper) == 3
+    assert {t.metadata["split"] for t in deeper} == {"train"}
+
+    def skel(t):
+        return skeleton(parse_composition(t.metadata["family"], t.metadata["composition"]))
+
+    assert not {skel(t) for t in deeper} & {skel(t) for t in test}
+    with pytest.raises(ValueError, match="rl_max_depth"):
+        CoReCodeConfig(min_depth=2, rl_max_depth=1)
