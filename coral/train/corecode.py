@@ -83,14 +83,26 @@ class CoReCodeConfig:
 
 
 # ----------------------------------------------------------------------------------- rewards
+TIME_FLOOR_S = 0.01  # total test time below which run times are measurement noise, not efficiency
+MEMORY_FLOOR_MB = 1.0  # peak-memory differences below this are allocator noise
+EFFICIENCY_TOLERANCE = 0.25  # within 25% of the reference counts as "as good as the reference"
+
+
 def efficiency_bonus(result: ExecutionResult, reference: ExecutionResult | None) -> float:
-    """In [0, 1]: mean of min(1, ref/solution) for time and for peak memory (1 = as good as the
-    reference or better). No reference run, or a failing one, gives no bonus information: 0."""
+    """In [0, 1]: mean over time and peak memory of min(1, ref/solution), where a solution within
+    EFFICIENCY_TOLERANCE of the reference, or both below the measurement floor, scores 1.
+
+    The floors and the tolerance matter for GRPO: passing codes of one group would otherwise differ
+    only by timing noise, and normalising by the group's tiny std turns that noise into full-size
+    advantages (measured: RL then lowered its own training reward). No reference run, or a failing
+    one, gives no bonus information: 0."""
     if reference is None or not reference.passed:
         return 0.0
     ratios = []
-    for sol, ref in ((result.wall_s, reference.wall_s), (result.peak_memory_mb, reference.peak_memory_mb)):
-        ratios.append(1.0 if sol <= 0 or ref <= 0 else min(1.0, ref / sol))
+    for sol, ref, floor in ((result.wall_s, reference.wall_s, TIME_FLOOR_S),
+                            (result.peak_memory_mb, reference.peak_memory_mb, MEMORY_FLOOR_MB)):
+        ratio = max(ref, floor) / max(sol, floor)
+        ratios.append(1.0 if ratio >= 1 / (1 + EFFICIENCY_TOLERANCE) else ratio)
     return sum(ratios) / len(ratios)
 
 

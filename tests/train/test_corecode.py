@@ -42,6 +42,19 @@ def test_efficiency_bonus_rewards_being_as_fast_and_lean_as_the_reference():
     assert coder_reward(_res(["pass"] * 2, wall_s=0.02, mem=2.0), ref, "fraction", 0.2) == pytest.approx(1.15)
 
 
+def test_efficiency_bonus_ignores_differences_within_measurement_noise():
+    ref = _res(["pass"] * 3, wall_s=0.0007, mem=1.2)
+    noisy = [_res(["pass"] * 3, wall_s=w, mem=m) for w, m in ((0.0011, 0.4), (0.0031, 0.9), (0.0005, 0.0))]
+    assert [efficiency_bonus(r, ref) for r in noisy] == [1.0, 1.0, 1.0]  # all under the floors
+    ref = _res(["pass"] * 2, wall_s=0.1, mem=20.0)
+    assert efficiency_bonus(_res(["pass"] * 2, wall_s=0.12, mem=24.0), ref) == 1.0  # within 25%
+    # 3x slower (0.6 s vs 0.2 s) and 2x the memory: (1/3 + 1/2) / 2
+    assert efficiency_bonus(_res(["pass"] * 2, wall_s=0.3, mem=40.0), ref) == pytest.approx(5 / 12)
+    # a slow solution against a reference under the floor is compared with the floor
+    assert efficiency_bonus(_res(["pass"], wall_s=0.04, mem=0.5), _res(["pass"], wall_s=0.001, mem=0.5)) \
+        == pytest.approx((0.25 + 1.0) / 2)
+
+
 def test_efficiency_bonus_needs_a_passing_reference():
     assert efficiency_bonus(_res(["pass"]), _res(["fail"])) == 0.0
     assert efficiency_bonus(_res(["pass"]), None) == 0.0
