@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -335,8 +336,9 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
             sft_cfg = SFTConfig(epochs=cfg.sft_epochs, lr=cfg.sft_lr, batch_size=cfg.sft_batch_size, seed=cfg.seed)
             _say(progress, f"SFT planner and coder: {len(sft_data['planner'])} examples each, {cfg.sft_epochs} epochs")
             t_sft = time.perf_counter()
-            losses = train_sft_many({role: (policies[role], sft_data[role], sft_cfg) for role in policies},
-                                    out / "sft_work", progress=progress, processes=cfg.sft_processes)
+            with tempfile.TemporaryDirectory(prefix="sft-work-", dir=out) as work:
+                losses = train_sft_many({role: (policies[role], sft_data[role], sft_cfg) for role in policies},
+                                        work, progress=progress, processes=cfg.sft_processes)
             for role, curve in losses.items():
                 state["sft_loss"][role] = [curve[0], curve[-1]]
                 _say(progress, f"SFT {role}: loss {curve[0]:.3f} -> {curve[-1]:.3f}")
