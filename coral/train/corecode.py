@@ -343,6 +343,7 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
                 state["sft_loss"][role] = [curve[0], curve[-1]]
                 _say(progress, f"SFT {role}: loss {curve[0]:.3f} -> {curve[-1]:.3f}")
             state["sft_s"] = time.perf_counter() - t_sft
+            _say(progress, f"SFT took {state['sft_s'] / 60:.1f} min")
             refs = _sft_references(cfg, out, policies, saved=False)
             learners = {role: AgentLearner(role, policies[role], gcfg, reference=refs.get(role))
                         for role in cfg.train_roles}
@@ -366,7 +367,7 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
         policy.save(out / "final" / role)
     summary = {"seed": cfg.seed, "pass@1_sft": state["eval_sft"]["pass@1"], "pass@1_rl": eval_rl["pass@1"],
                "eval_sft": state["eval_sft"], "eval_rl": eval_rl, "sft_loss": state["sft_loss"],
-               "rl_steps": cfg.rl_steps, "wall_s": time.perf_counter() - t_start}
+               "rl_steps": cfg.rl_steps, "sft_s": state.get("sft_s"), "wall_s": time.perf_counter() - t_start}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 

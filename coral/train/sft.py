@@ -195,16 +195,18 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
                 if bars.p is not None:
                     rows[name] = bars.p.add_task(f"sft {name}", total=totals[name], loss=float("nan"))
             pending = set(names)
-            while pending:
-                try:
-                    name, loss = queue.get(timeout=0.5)
-                    if bars.p is not None:
-                        bars.p.update(rows[name], advance=1, loss=loss)
-                except queue_module.Empty:  # no progress in 0.5 s: look for finished or failed workers
-                    pass
-                for name in [n for n in pending if futures[n].done()]:
-                    pending.discard(name)
-            bars.close()
+            try:
+                while pending:
+                    try:
+                        name, loss = queue.get(timeout=0.5)
+                        if bars.p is not None:
+                            bars.p.update(rows[name], advance=1, loss=loss)
+                    except queue_module.Empty:  # no progress in 0.5 s: look for finished or failed workers
+                        pass
+                    for name in [n for n in pending if futures[n].done()]:
+                        pending.discard(name)
+            finally:
+                bars.close()
             losses = {}
             for name in names:
                 try:
