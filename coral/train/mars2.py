@@ -41,6 +41,7 @@ class MARS2Config:
     sft_epochs: float = 2.0
     sft_lr: float = 3e-3
     sft_batch_size: int = 32
+    sft_processes: int | None = None  # agents' cold starts in parallel processes (None: one each, <= CPUs)
     refine_examples: int = 1000
     rl_steps: int = 10
     tasks_per_step: int = 16
@@ -66,6 +67,8 @@ class MARS2Config:
                 raise ValueError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
         if self.advantage_group not in ("tree", "tree_agent"):
             raise ValueError(f"field 'advantage_group' must be 'tree' or 'tree_agent', got {self.advantage_group!r}")
+        if self.sft_processes is not None and self.sft_processes < 1:
+            raise ValueError(f"field 'sft_processes' must be >= 1 or None, got {self.sft_processes}")
         if not 0 <= self.lam <= 1:
             raise ValueError(f"field 'lam' must be in [0, 1], got {self.lam}")
 
@@ -135,7 +138,7 @@ def cold_start(cfg: MARS2Config, train: Sequence[Task], sandbox: Any, progress: 
     jobs = {f"agent{i}": (p, examples, SFTConfig(epochs=cfg.sft_epochs, lr=cfg.sft_lr, batch_size=cfg.sft_batch_size,
                                                  seed=cfg.seed + i)) for i, p in enumerate(policies)}
     with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
-        train_sft_many(jobs, work, progress=progress)
+        train_sft_many(jobs, work, progress=progress, processes=cfg.sft_processes)
     return policies
 
 

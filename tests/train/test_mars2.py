@@ -40,6 +40,10 @@ def test_a_tree_without_parent_links_is_refused():
 def test_config_names_bad_fields():
     with pytest.raises(ValueError, match="'agents' must be in 1..4"):
         MARS2Config(agents=9)
+    with pytest.raises(ValueError, match="'sft_processes' must be >= 1"):
+        MARS2Config(sft_processes=0)
+    with pytest.raises(ValueError, match="'advantage_group' must be"):
+        MARS2Config(advantage_group="agent")
 
 
 _CALLS = [0]
