@@ -25,13 +25,12 @@ from coral.train.corecode import (
     build_tasks,
     evaluate_pass1,
     frozen_copy,
-    grpo_config,
+    make_learners,
     next_batch,
     rl_step,
     rl_tasks,
+    sft_corecode,
 )
-from coral.train.grpo import AgentLearner
-from coral.train.sft import SFTConfig, corecode_sft_examples, train_sft_many
 
 
 def main() -> None:
@@ -48,10 +47,7 @@ def main() -> None:
             pols = {r: HFPolicy.load(cache / r) for r in ("planner", "coder")}
         else:
             pols = build_policies(cfg, train)
-            data = corecode_sft_examples(train)
-            sft = SFTConfig(epochs=cfg.sft_epochs, lr=cfg.sft_lr, batch_size=cfg.sft_batch_size, seed=cfg.seed)
-            train_sft_many({r: (p, data[r], sft) for r, p in pols.items()}, Path(cfg.out_dir) / "sft_work",
-                           progress=False, processes=cfg.sft_processes)
+            sft_corecode(cfg, pols, train, progress=False)
             for role, policy in pols.items():
                 policy.save(cache / role)
         for p in pols.values():
@@ -61,9 +57,8 @@ def main() -> None:
         print(f"before: held-out {before[0]:.3f}  train {before[1]:.3f}  ({time.time() - t0:.0f}s)", flush=True)
         if steps == 0:
             return
-        learners = {r: AgentLearner(r, pols[r], grpo_config(cfg),
-                                    reference=frozen_copy(pols[r]) if cfg.beta_kl > 0 else None)
-                    for r in cfg.train_roles}
+        refs = {r: frozen_copy(pols[r]) for r in cfg.train_roles} if cfg.beta_kl > 0 else {}
+        learners = make_learners(cfg, pols, refs)
         for step in range(1, steps + 1):
             batch = next_batch(pool, (step - 1) * cfg.tasks_per_step, cfg.tasks_per_step, cfg.seed)
             m = rl_step(cfg, step, batch, pols, learners, sb)

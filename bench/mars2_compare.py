@@ -46,7 +46,7 @@ def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Pa
     key = {k: getattr(cfg, k) for k in COLD_START_FIELDS}
     where = cache / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     if (where / "done").exists():
-        return [HFPolicy.load(where / f"agent{i}", name=f"tiny{i}") for i in range(cfg.agents)]
+        return [HFPolicy.load(where / f"agent{i}") for i in range(cfg.agents)]
     policies = cold_start(cfg, train, sandbox, progress=False)
     for i, policy in enumerate(policies):
         policy.save(where / f"agent{i}")

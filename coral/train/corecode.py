@@ -307,9 +307,6 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
 
     from coral.sandbox import Sandbox
     from coral.train.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint
-    from coral.train.grpo import AgentLearner
-    from coral.train.sft import SFTConfig, corecode_sft_examples, train_sft_many
-
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
@@ -320,33 +317,24 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
     _say(progress, f"tasks: {len(train)} train, {len(test)} held-out test (disjoint compositions), "
                    f"depth {cfg.min_depth}-{cfg.max_depth}")
     policies = build_policies(cfg, train)
-    gcfg = grpo_config(cfg)
     ckpt_root = out / "ckpt"
     ckpt = latest_checkpoint(ckpt_root) if cfg.resume else None
     with Sandbox(workers=cfg.sandbox_workers) as sandbox:
         if ckpt is not None:
-            refs = _sft_references(cfg, out, policies, saved=True)
-            learners = {role: AgentLearner(role, policies[role], gcfg, reference=refs.get(role))
-                        for role in cfg.train_roles}
+            learners = make_learners(cfg, policies, _sft_references(cfg, out, policies, saved=True))
             state = load_checkpoint(ckpt, {r: _Holder(policies[r], learners.get(r)) for r in policies})
             _say(progress, f"resumed from {ckpt} (step {state['step']})")
         else:
-            sft_data = corecode_sft_examples(train)
             state = {"step": 0, "position": 0, "metrics": [], "sft_loss": {}}
-            sft_cfg = SFTConfig(epochs=cfg.sft_epochs, lr=cfg.sft_lr, batch_size=cfg.sft_batch_size, seed=cfg.seed)
-            _say(progress, f"SFT planner and coder: {len(sft_data['planner'])} examples each, {cfg.sft_epochs} epochs")
+            _say(progress, f"SFT planner and coder: {len(train)} examples each, {cfg.sft_epochs} epochs")
             t_sft = time.perf_counter()
-            with tempfile.TemporaryDirectory(prefix="sft-work-", dir=out) as work:
-                losses = train_sft_many({role: (policies[role], sft_data[role], sft_cfg) for role in policies},
-                                        work, progress=progress, processes=cfg.sft_processes)
+            losses = sft_corecode(cfg, policies, train, progress=progress)
             for role, curve in losses.items():
                 state["sft_loss"][role] = [curve[0], curve[-1]]
                 _say(progress, f"SFT {role}: loss {curve[0]:.3f} -> {curve[-1]:.3f}")
             state["sft_s"] = time.perf_counter() - t_sft
             _say(progress, f"SFT took {state['sft_s'] / 60:.1f} min")
-            refs = _sft_references(cfg, out, policies, saved=False)
-            learners = {role: AgentLearner(role, policies[role], gcfg, reference=refs.get(role))
-                        for role in cfg.train_roles}
+            learners = make_learners(cfg, policies, _sft_references(cfg, out, policies, saved=False))
             state["eval_sft"] = evaluate_pass1(cfg, policies, test, sandbox, "eval_sft")
             _say(progress, f"held-out pass@1 after SFT: {state['eval_sft']['pass@1']:.3f}")
             save_checkpoint(ckpt_root, 0, {r: _Holder(policies[r], learners.get(r)) for r in policies}, state)
@@ -370,6 +358,27 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
                "rl_steps": cfg.rl_steps, "sft_s": state.get("sft_s"), "wall_s": time.perf_counter() - t_start}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, Any], train: Sequence[Task],
+                 progress: bool = True) -> dict[str, list[float]]:
+    """Cold start: planner and coder SFT'd in place on the gold plans and codes of `train` (in
+    parallel processes unless cfg.sft_processes == 1); returns each role's loss curve."""
+    from coral.train.sft import SFTConfig, corecode_sft_examples, train_sft_many
+
+    data = corecode_sft_examples(train)
+    sft = SFTConfig(epochs=cfg.sft_epochs, lr=cfg.sft_lr, batch_size=cfg.sft_batch_size, seed=cfg.seed)
+    with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
+        return train_sft_many({role: (policies[role], data[role], sft) for role in policies}, work,
+                              progress=progress, processes=cfg.sft_processes)
+
+
+def make_learners(cfg: CoReCodeConfig, policies: dict[str, Any], references: dict[str, Any]) -> dict[str, Any]:
+    """One AgentLearner per trained role, with its KL reference when there is one."""
+    from coral.train.grpo import AgentLearner
+
+    return {role: AgentLearner(role, policies[role], grpo_config(cfg), reference=references.get(role))
+            for role in cfg.train_roles}
 
 
 def _sft_references(cfg: CoReCodeConfig, out: Path, policies: dict[str, Any], saved: bool) -> dict[str, Any]:
