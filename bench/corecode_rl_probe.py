@@ -4,9 +4,11 @@ training tasks, before and after RL. Used for the learning-rate / group sweep in
     .venv/bin/python bench/corecode_rl_probe.py '{"steps": 40, "rl_lr": 5e-5, "plans_per_task": 4, "codes_per_plan": 2}'
     .venv/bin/python bench/corecode_rl_probe.py '{"steps": 20, "fixed": 48, "rl_lr": 1e-4, "train_roles": ["coder"]}'
 
-The JSON holds CoReCodeConfig fields plus `steps` (RL steps) and `fixed` (RL on the first N training
-tasks only, and the "train" evaluation on those same N tasks; 0 = the usual stream and the first 200).
-The SFT weights are cached in runs/probe_sft_e<epochs>_b<batch>_lr<lr>_s<seed> so that settings share one
+The JSON holds CoReCodeConfig fields plus `steps` (RL steps), `fixed` (RL on the first N training
+tasks only, and the "train" evaluation on those same N tasks; 0 = the usual stream and the first 200)
+and `sampled` (also report held-out pass@1 estimated from that many samples per task at the RL
+temperature; 0 = greedy only).
+The SFT weights are cached in runs/probe_sft_e<epochs>_b<batch>_lr<lr>_s<seed>[_rl<fraction>] so that settings share one
 cold start.
 """
 
@@ -35,12 +37,13 @@ from coral.train.corecode import (
 
 def main() -> None:
     kw = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    steps, fixed = kw.pop("steps", 20), kw.pop("fixed", 0)
+    steps, fixed, sampled = kw.pop("steps", 20), kw.pop("fixed", 0), kw.pop("sampled", 0)
     cfg = CoReCodeConfig(**{"out_dir": "runs/probe", **kw})
     train, test = build_tasks(cfg)
     pool = train[:fixed] if fixed else rl_tasks(cfg, train)
     train_eval = train[:fixed] if fixed else train[:200]
-    cache = Path(f"runs/probe_sft_e{cfg.sft_epochs}_b{cfg.sft_batch_size}_lr{cfg.sft_lr}_s{cfg.seed}")
+    held = f"_rl{cfg.rl_skeleton_fraction}" if cfg.rl_skeleton_fraction else ""  # SFT without the RL skeletons
+    cache = Path(f"runs/probe_sft_e{cfg.sft_epochs}_b{cfg.sft_batch_size}_lr{cfg.sft_lr}_s{cfg.seed}{held}")
     t0 = time.time()
     with Sandbox() as sb:
         if cache.exists():
@@ -52,9 +55,15 @@ def main() -> None:
                 policy.save(cache / role)
         for p in pols.values():
             p.batch_size = 64
-        before = (evaluate_pass1(cfg, pols, test, sb, "before")["pass@1"],
-                  evaluate_pass1(cfg, pols, train_eval, sb, "before_train")["pass@1"])
-        print(f"before: held-out {before[0]:.3f}  train {before[1]:.3f}  ({time.time() - t0:.0f}s)", flush=True)
+        def evaluate(when: str) -> str:
+            out = (f"held-out {evaluate_pass1(cfg, pols, test, sb, when)['pass@1']:.3f}  "
+                   f"train {evaluate_pass1(cfg, pols, train_eval, sb, when + '_train')['pass@1']:.3f}")
+            if sampled:
+                rate = evaluate_pass1(cfg, pols, test, sb, when + "_sampled", samples=sampled)["pass@1"]
+                out += f"  held-out sampled (n={sampled}, T={cfg.temperature}) {rate:.3f}"
+            return out + f"  ({time.time() - t0:.0f}s)"
+
+        print(f"before: {evaluate('before')}", flush=True)
         if steps == 0:
             return
         refs = {r: frozen_copy(pols[r]) for r in cfg.train_roles} if cfg.beta_kl > 0 else {}
@@ -63,9 +72,7 @@ def main() -> None:
             batch = next_batch(pool, (step - 1) * cfg.tasks_per_step, cfg.tasks_per_step, cfg.seed)
             m = rl_step(cfg, step, batch, pols, learners, sb)
             print(f"step {step}: sampled pass {m['pass_rate']:.3f}  {m['step_s']:.1f}s", flush=True)
-        after = (evaluate_pass1(cfg, pols, test, sb, "after")["pass@1"],
-                 evaluate_pass1(cfg, pols, train_eval, sb, "after_train")["pass@1"])
-    print(f"after:  held-out {after[0]:.3f}  train {after[1]:.3f}  ({time.time() - t0:.0f}s)")
+        print(f"after:  {evaluate('after')}", flush=True)
 
 
 if __name__ == "__main__":

@@ -86,10 +86,16 @@ def skeleton(comp: Composition) -> tuple[str, ...]:
     return (comp[0].family, *(p.kind for p in comp))
 
 
+def skeleton_unit(comp: Composition, salt: str = "") -> float:
+    """A number in [0, 1) from sha256 of (salt and) the skeleton: a deterministic, seed-free way to
+    put whole skeletons on one side of a split. Different salts give independent splits."""
+    digest = hashlib.sha256((salt + "/".join(skeleton(comp))).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
 def split_of(comp: Composition, test_fraction: float = ProceduralConfig.test_fraction) -> str:
     """"test" or "train", from a hash of the skeleton (kinds without parameters)."""
-    digest = hashlib.sha256("/".join(skeleton(comp)).encode()).digest()
-    return "test" if int.from_bytes(digest[:8], "big") < test_fraction * 2**64 else "train"
+    return "test" if skeleton_unit(comp) < test_fraction else "train"
 
 
 # --------------------------------------------------------------------------- text and code

@@ -48,9 +48,14 @@ def write_run_report(run_dir: Path) -> Path:
     history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
     summary = json.loads((run_dir / "summary.json").read_text())
     config = (run_dir / "config.json").read_text() if (run_dir / "config.json").exists() else "{}"
-    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v:.3f}</td></tr>" for k, v in (
-        ("held-out pass@1 after SFT", summary["pass@1_sft"]), ("held-out pass@1 after SFT + RL", summary["pass@1_rl"]),
-        ("wall time (min)", summary["wall_s"] / 60)))
+    figures = [("held-out pass@1 after SFT (greedy)", summary["pass@1_sft"]),
+               ("held-out pass@1 after SFT + RL (greedy)", summary["pass@1_rl"])]
+    if "pass@1_sampled_rl" in summary:
+        n = summary["eval_samples"]
+        figures += [(f"held-out pass@1 after SFT ({n} samples per task)", summary["pass@1_sampled_sft"]),
+                    (f"held-out pass@1 after SFT + RL ({n} samples per task)", summary["pass@1_sampled_rl"])]
+    figures.append(("wall time (min)", summary["wall_s"] / 60))
+    rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v:.3f}</td></tr>" for k, v in figures)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>coral run report</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:900px}}td{{padding:2px 12px}}</style></head><body>
 <h1>coral run report</h1><p>{html.escape(str(run_dir))}, seed {summary['seed']}</p>

@@ -32,6 +32,9 @@ class CoReCodeConfig:
     min_depth: int = 1
     max_depth: int = 2
     rl_max_depth: int | None = None  # RL on train-split tasks up to this depth (None: max_depth, SFT's tasks)
+    # > 0: this share of the train split's skeletons is kept out of SFT and RL trains on it alone, so
+    # RL practises new compositions as the held-out test does (0: RL on SFT's own tasks)
+    rl_skeleton_fraction: float = 0.0
     # models: "tiny" builds two fresh tiny models (planner, coder) with a tokenizer trained on the data
     model: str = "tiny"
     d_model: int = 128
@@ -62,12 +65,17 @@ class CoReCodeConfig:
     resume: bool = True
     sandbox_workers: int = 2
     eval_batch: int = 50
+    # > 0: also estimate held-out pass@1 from this many samples per task at `temperature` (the
+    # distribution RL optimises), after SFT and after RL; 0: greedy pass@1 only (the demo)
+    eval_samples: int = 0
 
     def __post_init__(self) -> None:
         for name in ("n_train_tasks", "n_test_tasks", "tasks_per_step", "plans_per_task", "codes_per_plan",
                      "checkpoint_every", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
+        if self.eval_samples < 0:
+            raise ValueError(f"field 'eval_samples' must be >= 0, got {self.eval_samples}")
         if self.rl_steps < 0:
             raise ValueError(f"field 'rl_steps' must be >= 0, got {self.rl_steps}")
         unknown = set(self.train_roles) - {"planner", "coder"}
@@ -77,6 +85,10 @@ class CoReCodeConfig:
             raise ValueError(f"field 'rl_max_depth' must be >= min_depth={self.min_depth}, got {self.rl_max_depth}")
         if self.sft_processes is not None and self.sft_processes < 1:
             raise ValueError(f"field 'sft_processes' must be >= 1 or None, got {self.sft_processes}")
+        if not 0 <= self.rl_skeleton_fraction < 1:
+            raise ValueError(f"field 'rl_skeleton_fraction' must be in [0, 1), got {self.rl_skeleton_fraction}")
+        if self.rl_skeleton_fraction > 0 and self.rl_max_depth is not None:
+            raise ValueError("fields 'rl_skeleton_fraction' and 'rl_max_depth' both choose the RL tasks: set one")
         if self.beta_kl < 0:
             raise ValueError(f"field 'beta_kl' must be >= 0, got {self.beta_kl}")
         if not 0 <= self.efficiency_weight <= 1:
@@ -151,9 +163,32 @@ def build_tasks(cfg: CoReCodeConfig) -> tuple[list[Task], list[Task]]:
     return train, test
 
 
+RL_SKELETON_SALT = "coral-rl-skeletons/"
+
+
+def _rl_skeleton(cfg: CoReCodeConfig, task: Task) -> bool:
+    from coral.benchmarks.procedural import parse_composition, skeleton_unit
+
+    comp = parse_composition(task.metadata["family"], task.metadata["composition"])
+    return skeleton_unit(comp, RL_SKELETON_SALT) < cfg.rl_skeleton_fraction
+
+
+def sft_tasks(cfg: CoReCodeConfig, train: list[Task]) -> list[Task]:
+    """The cold start's tasks: the train split, less the skeletons kept for RL (rl_skeleton_fraction)."""
+    if cfg.rl_skeleton_fraction == 0:
+        return train
+    return [t for t in train if not _rl_skeleton(cfg, t)]
+
+
 def rl_tasks(cfg: CoReCodeConfig, train: list[Task]) -> list[Task]:
-    """The RL stream's tasks: SFT's training tasks, or (rl_max_depth set) other train-split tasks up to
-    that depth, generated with another seed; held-out compositions never enter either."""
+    """The RL stream's tasks: SFT's training tasks; or (rl_skeleton_fraction > 0) the train tasks whose
+    skeletons SFT never saw; or (rl_max_depth set) other train-split tasks up to that depth, generated
+    with another seed. Held-out compositions never enter any of them."""
+    if cfg.rl_skeleton_fraction > 0:
+        tasks = [t for t in train if _rl_skeleton(cfg, t)]
+        if not tasks:
+            raise ValueError(f"rl_skeleton_fraction={cfg.rl_skeleton_fraction} keeps no train task for RL; raise it")
+        return tasks
     if cfg.rl_max_depth is None:
         return train
     from dataclasses import replace
@@ -190,14 +225,20 @@ def make_agents(cfg: CoReCodeConfig, policies: dict[str, Any], step: int, greedy
 
 
 def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequence[Task], sandbox: Any,
-                   name: str) -> dict[str, float]:
+                   name: str, samples: int = 0) -> dict[str, float]:
+    """pass@1 of the planner -> coder chain on `tasks`: greedy (samples=0), or the unbiased estimate
+    from `samples` (plan, code) samples per task at cfg.temperature, the distribution RL optimises."""
     from coral.evaluation import EvalConfig, run_eval
 
-    ecfg = EvalConfig(bench="procedural-test", workflow="chain", limit=len(tasks), temperature=0.0,
-                      max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, tasks_per_batch=cfg.eval_batch,
-                      out_dir=str(Path(cfg.out_dir) / name))
-    return run_eval(ecfg, tasks=tasks, agents=make_agents(cfg, policies, 0, greedy=True), sandbox=sandbox,
-                    progress=False)
+    if samples < 0:
+        raise ValueError(f"evaluate_pass1: samples must be >= 0, got {samples}")
+    ecfg = EvalConfig(bench="procedural-test", workflow="chain", limit=len(tasks),
+                      temperature=cfg.temperature if samples else 0.0, samples_per_task=max(samples, 1),
+                      max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
+                      tasks_per_batch=max(1, cfg.eval_batch // max(samples, 1)), out_dir=str(Path(cfg.out_dir) / name))
+    # sampled evaluation draws with its own seed stream (step -1), never one an RL step used
+    agents = make_agents(cfg, policies, -1 if samples else 0, greedy=not samples)
+    return run_eval(ecfg, tasks=tasks, agents=agents, sandbox=sandbox, progress=False)
 
 
 # ----------------------------------------------------------------------------------- training
@@ -324,9 +365,14 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
             learners = make_learners(cfg, policies, _sft_references(cfg, out, policies, saved=True))
             state = load_checkpoint(ckpt, {r: _Holder(policies[r], learners.get(r)) for r in policies})
             _say(progress, f"resumed from {ckpt} (step {state['step']})")
+            if cfg.eval_samples and "eval_sft_sampled" not in state:
+                raise ValueError(f"eval_samples={cfg.eval_samples}, but the run in {out} was started with "
+                                 "eval_samples=0, so it has no sampled pass@1 after SFT to compare with")
         else:
             state = {"step": 0, "position": 0, "metrics": [], "sft_loss": {}}
-            _say(progress, f"SFT planner and coder: {len(train)} examples each, {cfg.sft_epochs} epochs")
+            n_sft = len(sft_tasks(cfg, train))
+            _say(progress, f"SFT planner and coder: {n_sft} examples each, {cfg.sft_epochs} epochs"
+                           + (f" ({len(train) - n_sft} tasks of unseen skeletons kept for RL)" if n_sft < len(train) else ""))
             t_sft = time.perf_counter()
             losses = sft_corecode(cfg, policies, train, progress=progress)
             for role, curve in losses.items():
@@ -337,6 +383,11 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
             learners = make_learners(cfg, policies, _sft_references(cfg, out, policies, saved=False))
             state["eval_sft"] = evaluate_pass1(cfg, policies, test, sandbox, "eval_sft")
             _say(progress, f"held-out pass@1 after SFT: {state['eval_sft']['pass@1']:.3f}")
+            if cfg.eval_samples:
+                state["eval_sft_sampled"] = evaluate_pass1(cfg, policies, test, sandbox, "eval_sft_sampled",
+                                                           samples=cfg.eval_samples)
+                _say(progress, f"held-out pass@1 after SFT, {_sampled_label(cfg)}: "
+                               f"{state['eval_sft_sampled']['pass@1']:.3f}")
             save_checkpoint(ckpt_root, 0, {r: _Holder(policies[r], learners.get(r)) for r in policies}, state)
         log = _Log(out, state["metrics"])
         rl_pool = rl_tasks(cfg, train)
@@ -351,22 +402,28 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
             if step % cfg.checkpoint_every == 0 or step == cfg.rl_steps:
                 save_checkpoint(ckpt_root, step, {r: _Holder(policies[r], learners.get(r)) for r in policies}, state)
         eval_rl = evaluate_pass1(cfg, policies, test, sandbox, "eval_rl")
+        eval_rl_sampled = (evaluate_pass1(cfg, policies, test, sandbox, "eval_rl_sampled", samples=cfg.eval_samples)
+                           if cfg.eval_samples else None)
     for role, policy in policies.items():
         policy.save(out / "final" / role)
     summary = {"seed": cfg.seed, "pass@1_sft": state["eval_sft"]["pass@1"], "pass@1_rl": eval_rl["pass@1"],
                "eval_sft": state["eval_sft"], "eval_rl": eval_rl, "sft_loss": state["sft_loss"],
                "rl_steps": cfg.rl_steps, "sft_s": state.get("sft_s"), "wall_s": time.perf_counter() - t_start}
+    if eval_rl_sampled is not None:
+        summary.update({"pass@1_sampled_sft": state["eval_sft_sampled"]["pass@1"],
+                        "pass@1_sampled_rl": eval_rl_sampled["pass@1"], "eval_samples": cfg.eval_samples,
+                        "eval_sft_sampled": state["eval_sft_sampled"], "eval_rl_sampled": eval_rl_sampled})
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
 def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, Any], train: Sequence[Task],
                  progress: bool = True) -> dict[str, list[float]]:
-    """Cold start: planner and coder SFT'd in place on the gold plans and codes of `train` (in
-    parallel processes unless cfg.sft_processes == 1); returns each role's loss curve."""
+    """Cold start: planner and coder SFT'd in place on the gold plans and codes of `sft_tasks(cfg, train)`
+    (in parallel processes unless cfg.sft_processes == 1); returns each role's loss curve."""
     from coral.train.sft import SFTConfig, corecode_sft_examples, train_sft_many
 
-    data = corecode_sft_examples(train)
+    data = corecode_sft_examples(sft_tasks(cfg, train))
     sft = SFTConfig(epochs=cfg.sft_epochs, lr=cfg.sft_lr, batch_size=cfg.sft_batch_size, seed=cfg.seed)
     with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
         return train_sft_many({role: (policies[role], data[role], sft) for role in policies}, work,
@@ -423,6 +480,10 @@ def _fmt_step(m: dict[str, float], total: int) -> str:
             f"{m['step_s']:.1f}s")
 
 
+def _sampled_label(cfg: CoReCodeConfig) -> str:
+    return f"{cfg.eval_samples} samples per task at temperature {cfg.temperature}"
+
+
 def _say(enabled: bool, text: str) -> None:
     if enabled:
         print(text, flush=True)
@@ -435,6 +496,9 @@ def run_demo(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]:
     summary = train_corecode(cfg, progress=progress)
     report = write_run_report(Path(cfg.out_dir))
     print(f"held-out pass@1: after SFT {summary['pass@1_sft']:.3f} -> after SFT+RL {summary['pass@1_rl']:.3f} "
-          f"(seed {cfg.seed}, {summary['eval_rl']['tasks']:.0f} tasks, {summary['wall_s'] / 60:.1f} min)")
+          f"(seed {cfg.seed}, {summary['eval_rl']['tasks']:.0f} tasks, greedy, {summary['wall_s'] / 60:.1f} min)")
+    if "pass@1_sampled_rl" in summary:
+        print(f"held-out pass@1, {_sampled_label(cfg)}: after SFT {summary['pass@1_sampled_sft']:.3f} -> "
+              f"after SFT+RL {summary['pass@1_sampled_rl']:.3f}")
     print(f"report: {report}")
     return summary

@@ -192,3 +192,49 @@ def test_rl_tasks_can_go_deeper_than_sft_but_stay_in_the_train_split():
     assert not {skel(t) for t in deeper} & {skel(t) for t in test}
     with pytest.raises(ValueError, match="rl_max_depth"):
         CoReCodeConfig(min_depth=2, rl_max_depth=1)
+
+
+def test_evaluate_pass1_is_greedy_by_default_and_sampled_on_request(tmp_path):
+    from coral.sandbox import Sandbox
+    from coral.train.corecode import build_policies, build_tasks, evaluate_pass1
+
+    cfg = CoReCodeConfig(**{**SMALL, "out_dir": str(tmp_path)})
+    train, test = build_tasks(cfg)
+    policies = build_policies(cfg, train)
+    with Sandbox(workers=1) as sandbox:
+        greedy = evaluate_pass1(cfg, policies, test[:3], sandbox, "greedy")
+        sampled = evaluate_pass1(cfg, policies, test[:3], sandbox, "sampled", samples=3)
+        with pytest.raises(ValueError, match="samples must be >= 0"):
+            evaluate_pass1(cfg, policies, test[:3], sandbox, "bad", samples=-1)
+    assert (greedy["tasks"], greedy["samples"]) == (3, 3)
+    assert (sampled["tasks"], sampled["samples"]) == (3, 9)
+    records = [json.loads(x) for x in (tmp_path / "sampled" / "samples.jsonl").read_text().splitlines()]
+    plans = {}
+    for r in records:
+        plans.setdefault(r["task_id"], set()).add(r["turns"][0]["text"])
+    assert any(len(p) > 1 for p in plans.values()), "sampling at temperature 1 gave identical plans"
+    config = json.loads((tmp_path / "sampled" / "summary.json").read_text())["config"]
+    assert config["temperature"] == cfg.temperature and config["samples_per_task"] == 3
+
+
+def test_rl_can_train_on_skeletons_kept_out_of_sft():
+    from coral.benchmarks.procedural import parse_composition, skeleton
+    from coral.train.corecode import build_tasks, rl_tasks, sft_tasks
+
+    cfg = CoReCodeConfig(n_train_tasks=400, n_test_tasks=100, rl_skeleton_fraction=0.25)
+    train, test = build_tasks(cfg)
+
+    def skels(tasks):
+        return {skeleton(parse_composition(t.metadata["family"], t.metadata["composition"])) for t in tasks}
+
+    sft, rl = sft_tasks(cfg, train), rl_tasks(cfg, train)
+    assert len(sft) + len(rl) == len(train) and 0.1 < len(rl) / len(train) < 0.4
+    assert not skels(sft) & skels(rl)  # RL practises compositions SFT never showed
+    assert not skels(rl) & skels(test) and not skels(sft) & skels(test)
+    plain = CoReCodeConfig(n_train_tasks=400, n_test_tasks=100)
+    assert sft_tasks(plain, train) is train and rl_tasks(plain, train) is train
+    with pytest.raises(ValueError, match="rl_skeleton_fraction"):
+        CoReCodeConfig(rl_skeleton_fraction=1.0)
+    with pytest.raises(ValueError, match="set one"):
+        CoReCodeConfig(rl_skeleton_fraction=0.2, rl_max_depth=3)
+
