@@ -238,3 +238,23 @@ def test_rl_can_train_on_skeletons_kept_out_of_sft():
     with pytest.raises(ValueError, match="set one"):
         CoReCodeConfig(rl_skeleton_fraction=0.2, rl_max_depth=3)
 
+
+def test_dr_grpo_keeps_the_efficiency_bonus_small_where_grpo_inflates_it():
+    """Why CoRe-Code uses dr_grpo: in a group whose plans all pass, rewards differ only by the 0.1-weighted
+    efficiency bonus; GRPO's division by the group std turns that into advantages larger than those of
+    a group that differs in correctness. Hand-computed: rewards [1.1, 1.1, 1.1, 1.06] (mean 1.09,
+    unbiased std 0.02) and [1.1, 0, 1.1, 0] (mean 0.55, unbiased std sqrt(0.4033) = 0.6351)."""
+    from coral.train.advantages import dr_grpo, grpo
+
+    rewards = torch.tensor([1.1, 1.1, 1.1, 1.06, 1.1, 0.0, 1.1, 0.0], dtype=torch.float64)
+    groups = [0, 0, 0, 0, 1, 1, 1, 1]
+    g = grpo(rewards, groups)
+    torch.testing.assert_close(g[:4], torch.tensor([0.5, 0.5, 0.5, -1.5], dtype=torch.float64), atol=1e-4, rtol=0)
+    torch.testing.assert_close(g[4:], torch.tensor([0.8660, -0.8660, 0.8660, -0.8660], dtype=torch.float64),
+                               atol=1e-4, rtol=0)
+    d = dr_grpo(rewards, groups)
+    torch.testing.assert_close(d, torch.tensor([0.01, 0.01, 0.01, -0.03, 0.55, -0.55, 0.55, -0.55],
+                                               dtype=torch.float64), atol=1e-9, rtol=0)
+    assert g[:4].abs().max() > g[4:].abs().max()  # grpo: efficiency noise outweighs correctness
+    assert d[:4].abs().max() < 0.1 * d[4:].abs().max()  # dr_grpo: the bonus keeps its weight
+    assert CoReCodeConfig().advantage == "dr_grpo"
