@@ -168,18 +168,23 @@ def build_tasks(cfg: CoReCodeConfig) -> tuple[list[Task], list[Task]]:
 RL_SKELETON_SALT = "coral-rl-skeletons/"
 
 
-def _rl_skeleton(cfg: CoReCodeConfig, task: Task) -> bool:
+def _split_off_rl_skeletons(cfg: CoReCodeConfig, train: list[Task]) -> tuple[list[Task], list[Task]]:
+    """(SFT's tasks, RL's tasks): train tasks whose skeleton hashes below rl_skeleton_fraction go to RL."""
     from coral.benchmarks.procedural import parse_composition, skeleton_unit
 
-    comp = parse_composition(task.metadata["family"], task.metadata["composition"])
-    return skeleton_unit(comp, RL_SKELETON_SALT) < cfg.rl_skeleton_fraction
+    sft: list[Task] = []
+    rl: list[Task] = []
+    for task in train:
+        comp = parse_composition(task.metadata["family"], task.metadata["composition"])
+        (rl if skeleton_unit(comp, RL_SKELETON_SALT) < cfg.rl_skeleton_fraction else sft).append(task)
+    return sft, rl
 
 
 def sft_tasks(cfg: CoReCodeConfig, train: list[Task]) -> list[Task]:
     """The cold start's tasks: the train split, less the skeletons kept for RL (rl_skeleton_fraction)."""
     if cfg.rl_skeleton_fraction == 0:
         return train
-    return [t for t in train if not _rl_skeleton(cfg, t)]
+    return _split_off_rl_skeletons(cfg, train)[0]
 
 
 def rl_tasks(cfg: CoReCodeConfig, train: list[Task]) -> list[Task]:
@@ -187,7 +192,7 @@ def rl_tasks(cfg: CoReCodeConfig, train: list[Task]) -> list[Task]:
     skeletons SFT never saw; or (rl_max_depth set) other train-split tasks up to that depth, generated
     with another seed. Held-out compositions never enter any of them."""
     if cfg.rl_skeleton_fraction > 0:
-        tasks = [t for t in train if _rl_skeleton(cfg, t)]
+        tasks = _split_off_rl_skeletons(cfg, train)[1]
         if not tasks:
             raise ValueError(f"rl_skeleton_fraction={cfg.rl_skeleton_fraction} keeps no train task for RL; raise it")
         return tasks

@@ -175,8 +175,13 @@ def test_negative_beta_kl_is_rejected():
         CoReCodeConfig(beta_kl=-0.1)
 
 
-def test_rl_tasks_can_go_deeper_than_sft_but_stay_in_the_train_split():
+def _skeletons(tasks):
     from coral.benchmarks.procedural import parse_composition, skeleton
+
+    return {skeleton(parse_composition(t.metadata["family"], t.metadata["composition"])) for t in tasks}
+
+
+def test_rl_tasks_can_go_deeper_than_sft_but_stay_in_the_train_split():
     from coral.train.corecode import build_tasks, rl_tasks
 
     cfg = CoReCodeConfig(n_train_tasks=300, n_test_tasks=100, max_depth=2)
@@ -185,11 +190,7 @@ def test_rl_tasks_can_go_deeper_than_sft_but_stay_in_the_train_split():
     deeper = rl_tasks(CoReCodeConfig(n_train_tasks=300, n_test_tasks=100, max_depth=2, rl_max_depth=3), train)
     assert max(t.metadata["difficulty"] for t in deeper) == 3
     assert {t.metadata["split"] for t in deeper} == {"train"}
-
-    def skel(t):
-        return skeleton(parse_composition(t.metadata["family"], t.metadata["composition"]))
-
-    assert not {skel(t) for t in deeper} & {skel(t) for t in test}
+    assert not _skeletons(deeper) & _skeletons(test)
     with pytest.raises(ValueError, match="rl_max_depth"):
         CoReCodeConfig(min_depth=2, rl_max_depth=1)
 
@@ -218,19 +219,14 @@ def test_evaluate_pass1_is_greedy_by_default_and_sampled_on_request(tmp_path):
 
 
 def test_rl_can_train_on_skeletons_kept_out_of_sft():
-    from coral.benchmarks.procedural import parse_composition, skeleton
     from coral.train.corecode import build_tasks, rl_tasks, sft_tasks
 
     cfg = CoReCodeConfig(n_train_tasks=400, n_test_tasks=100, rl_skeleton_fraction=0.25)
     train, test = build_tasks(cfg)
-
-    def skels(tasks):
-        return {skeleton(parse_composition(t.metadata["family"], t.metadata["composition"])) for t in tasks}
-
     sft, rl = sft_tasks(cfg, train), rl_tasks(cfg, train)
     assert len(sft) + len(rl) == len(train) and 0.1 < len(rl) / len(train) < 0.4
-    assert not skels(sft) & skels(rl)  # RL practises compositions SFT never showed
-    assert not skels(rl) & skels(test) and not skels(sft) & skels(test)
+    assert not _skeletons(sft) & _skeletons(rl)  # RL practises compositions SFT never showed
+    assert not _skeletons(rl) & _skeletons(test) and not _skeletons(sft) & _skeletons(test)
     plain = CoReCodeConfig(n_train_tasks=400, n_test_tasks=100)
     assert sft_tasks(plain, train) is train and rl_tasks(plain, train) is train
     with pytest.raises(ValueError, match="rl_skeleton_fraction"):
