@@ -50,6 +50,13 @@ class GRPOConfig:
     loss: LossConfig = field(default_factory=LossConfig)
     skip_zero_advantage: bool = True  # zero-advantage turns give zero policy gradient (no KL term)
     temperature: float = 1.0  # the sampling temperature: trainer logprobs must be of the sampled distribution
+    # "sgd": plain SGD (step = -lr x gradient), so parameters with small gradients barely move; AdamW's
+    # first steps move every parameter by about lr whatever its gradient's size
+    optimizer: str = "adamw"
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("adamw", "sgd"):
+            raise ValueError(f"GRPOConfig.optimizer must be 'adamw' or 'sgd', got {self.optimizer!r}")
 
 
 @dataclass
@@ -69,7 +76,8 @@ class AgentLearner:
             params = [p for p in self.policy.parameters() if p.requires_grad]
             if not params:
                 raise ValueError(f"agent {self.name!r} has no trainable parameters; pass frozen=True")
-            self.optimizer = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=0.0)
+            self.optimizer = (torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=0.0) if self.cfg.optimizer == "adamw"
+                              else torch.optim.SGD(params, lr=self.cfg.lr))
         if self.cfg.loss.beta_kl > 0 and self.reference is None and not self.frozen:
             raise ValueError(f"agent {self.name!r}: beta_kl > 0 needs a reference policy")
 
