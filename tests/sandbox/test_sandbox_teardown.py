@@ -50,13 +50,19 @@ def _wait_gone(pids: set[int], timeout_s: float = 5.0) -> set[int]:
 
 
 @pytest.mark.parametrize("isolation", ["bwrap", "none"])
-def test_close_leaves_no_processes_and_no_temp_dirs(isolation):
+def test_close_leaves_no_processes_and_no_temp_dirs(isolation, tmp_path, monkeypatch):
+    # a private temp root: other sandboxes on the machine (a training run, another test session) come
+    # and go in the shared /tmp and must not count as ours
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     before_pids = descendants(os.getpid())
     before_dirs = set(glob.glob(os.path.join(tempfile.gettempdir(), "coral-sandbox-*")))
+    assert before_dirs == set()
     sb = make_sandbox(isolation, workers=2)
     assert sb.run(GOOD[0], GOOD[1], entry_point="f").passed
     started = descendants(os.getpid()) - before_pids
     assert started, "the workers should be running before close()"
+    if isolation == "none":  # bwrap's run dir is a tmpfs inside the sandbox, never on the host
+        assert glob.glob(os.path.join(tmp_path, "coral-sandbox-*")), "the run dirs should be in the private root"
     sb.close()
     assert _wait_gone(started, timeout_s=0.5) == set()
     assert {pid for pid, parent in _children(zombies=True).items() if parent == os.getpid()} <= before_pids
@@ -75,7 +81,7 @@ def test_a_killed_worker_is_restarted_for_the_next_job():
 
 
 @pytest.mark.parametrize("isolation", ["bwrap", "none"])
-def test_workers_die_when_the_parent_is_killed(isolation):
+def test_workers_die_when_the_parent_is_killed(isolation, tmp_path):
     script = textwrap.dedent(f"""
         import os, sys, time
         sys.path.insert(0, {os.path.dirname(__file__)!r})
@@ -85,15 +91,18 @@ def test_workers_die_when_the_parent_is_killed(isolation):
         print("ready", flush=True)
         time.sleep(60)
     """)
-    dirs_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "coral-sandbox-*")))
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    # the parent's temp dirs go to a private root (TMPDIR), so other sandboxes on the machine cannot interfere
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         assert parent.stdout.readline().strip() == "ready"
         workers = descendants(parent.pid)
         assert workers
+        if isolation == "none":  # bwrap's run dir is a tmpfs inside the sandbox, never on the host
+            assert glob.glob(os.path.join(tmp_path, "coral-sandbox-*")), "the run dirs should be in the private root"
         parent.kill()
         parent.wait()
         assert _wait_gone(workers) == set()
-        assert set(glob.glob(os.path.join(tempfile.gettempdir(), "coral-sandbox-*"))) == dirs_before
+        assert glob.glob(os.path.join(tmp_path, "coral-sandbox-*")) == []
     finally:
         parent.kill()
