@@ -6,8 +6,8 @@ training tasks, before and after RL. Used for the learning-rate / group sweep in
 
 The JSON holds CoReCodeConfig fields plus `steps` (RL steps), `fixed` (RL on the first N training
 tasks only, and the "train" evaluation on those same N tasks; 0 = the usual stream and the first 200)
-and `sampled` (also report held-out pass@1 estimated from that many samples per task at the RL
-temperature; 0 = greedy only).
+`sampled` (also report held-out pass@1 estimated from that many samples per task at the RL
+temperature; 0 = greedy only) and `eval_every` (also print held-out greedy pass@1 every N steps).
 The SFT weights are cached in runs/probe_sft_e<epochs>_b<batch>_lr<lr>_s<seed>[_rl<fraction>] so that settings share one
 cold start.
 """
@@ -38,6 +38,7 @@ from coral.train.corecode import (
 def main() -> None:
     kw = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     steps, fixed, sampled = kw.pop("steps", 20), kw.pop("fixed", 0), kw.pop("sampled", 0)
+    eval_every = kw.pop("eval_every", 0)
     cfg = CoReCodeConfig(**{"out_dir": "runs/probe", **kw})
     train, test = build_tasks(cfg)
     pool = train[:fixed] if fixed else rl_tasks(cfg, train)
@@ -72,6 +73,9 @@ def main() -> None:
             batch = next_batch(pool, (step - 1) * cfg.tasks_per_step, cfg.tasks_per_step, cfg.seed)
             m = rl_step(cfg, step, batch, pols, learners, sb)
             print(f"step {step}: sampled pass {m['pass_rate']:.3f}  {m['step_s']:.1f}s", flush=True)
+            if eval_every and step % eval_every == 0 and step < steps:
+                rate = evaluate_pass1(cfg, pols, test, sb, f"step{step}")["pass@1"]
+                print(f"step {step}: held-out {rate:.3f}", flush=True)
         print(f"after:  {evaluate('after')}", flush=True)
 
 
