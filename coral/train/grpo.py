@@ -41,6 +41,12 @@ def assign_advantages(turns: Sequence[Turn], key: GroupKey, estimator: str = "gr
         t.advantage = a
 
 
+OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter], float], torch.optim.Optimizer]] = {
+    "adamw": lambda params, lr: torch.optim.AdamW(params, lr=lr, weight_decay=0.0),
+    "sgd": lambda params, lr: torch.optim.SGD(params, lr=lr),
+}
+
+
 @dataclass(frozen=True)
 class GRPOConfig:
     lr: float = 1e-3
@@ -55,8 +61,8 @@ class GRPOConfig:
     optimizer: str = "adamw"
 
     def __post_init__(self) -> None:
-        if self.optimizer not in ("adamw", "sgd"):
-            raise ValueError(f"GRPOConfig.optimizer must be 'adamw' or 'sgd', got {self.optimizer!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"GRPOConfig.optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
 
 
 @dataclass
@@ -76,8 +82,7 @@ class AgentLearner:
             params = [p for p in self.policy.parameters() if p.requires_grad]
             if not params:
                 raise ValueError(f"agent {self.name!r} has no trainable parameters; pass frozen=True")
-            self.optimizer = (torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=0.0) if self.cfg.optimizer == "adamw"
-                              else torch.optim.SGD(params, lr=self.cfg.lr))
+            self.optimizer = OPTIMIZERS[self.cfg.optimizer](params, self.cfg.lr)
         if self.cfg.loss.beta_kl > 0 and self.reference is None and not self.frozen:
             raise ValueError(f"agent {self.name!r}: beta_kl > 0 needs a reference policy")
 
