@@ -47,6 +47,7 @@ DEFAULT_CHAT_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\n' }}{%- endif -%}"
 )
 META_FILE = "coral_policy.json"
+SHARED_PREFIX_MIN = 8  # forward(): a shared prompt prefix shorter than this is not worth a separate pass
 ADAPTER_DIR = "adapter"
 
 
@@ -77,6 +78,9 @@ class HFPolicy:
         forward_params = inspect.signature(_base_model(model).forward).parameters
         self._cache_kw = "cache" if "cache" in forward_params else "past_key_values"
         self._keep_kw = "logits_to_keep" if "logits_to_keep" in forward_params else None
+        # forward() computes a prompt prefix shared by the whole batch once (same log-probs and gradients
+        # up to float rounding; SFT of the tiny coder: about 1/5 fewer tokens)
+        self.share_prompt_prefix = True
 
     # ------------------------------------------------------------------ text
     def render(self, messages: Sequence[Message]) -> str:
@@ -171,7 +175,8 @@ class HFPolicy:
         completion_ids: Sequence[Sequence[int]],
         temperature: float = 1.0,
     ) -> tuple[Tensor, Tensor]:
-        """Log-probs of each completion token given its prompt, in one forward pass (grad enabled).
+        """Log-probs of each completion token given its prompt, in one forward pass (grad enabled; a
+        prompt prefix that the whole batch shares is computed once first, see `_shared_prefix`).
         Returns (logprobs [B, T] float32, mask [B, T] bool), right padded, T = longest completion."""
         if len(prompt_ids) != len(completion_ids):
             raise ValueError(f"forward got {len(prompt_ids)} prompts but {len(completion_ids)} completions")
@@ -184,21 +189,51 @@ class HFPolicy:
                 raise ValueError(
                     f"forward: sequence {i} has {len(p) + len(c)} tokens > max length {self.max_len}"
                 )
-        seqs = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids, strict=True)]
+        shared = self._shared_prefix(prompt_ids)
+        seqs = [list(p[shared:]) + list(c) for p, c in zip(prompt_ids, completion_ids, strict=True)]
         width, steps = max(len(s) for s in seqs), max(len(c) for c in completion_ids)
         dev = self.device
         input_ids = torch.tensor([s + [self.pad_id] * (width - len(s)) for s in seqs], device=dev)
-        attn = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=dev)
+        attn = torch.tensor([[1] * (shared + len(s)) + [0] * (width - len(s)) for s in seqs], device=dev)
         targets = torch.tensor([list(c) + [0] * (steps - len(c)) for c in completion_ids], device=dev)
         mask = torch.tensor([[t < len(c) for t in range(steps)] for c in completion_ids], device=dev)
         mask = mask.reshape(len(seqs), steps)
         # logits at position j predict token j + 1: completion token t of row b is predicted at P_b - 1 + t
-        starts = torch.tensor([len(p) - 1 for p in prompt_ids], device=dev)
+        starts = torch.tensor([len(p) - shared - 1 for p in prompt_ids], device=dev)
         where = (starts[:, None] + torch.arange(steps, device=dev)[None, :]).clamp(max=width - 1)
-        logits = self.model(input_ids=input_ids, attention_mask=attn, use_cache=False).logits
+        if shared:
+            kwargs = {self._cache_kw: self._prefix_cache(prompt_ids[0][:shared], len(seqs)), "use_cache": True,
+                      "position_ids": torch.arange(shared, shared + width, device=dev)[None, :].expand(len(seqs), -1)}
+        else:
+            kwargs = {"use_cache": False}
+        logits = self.model(input_ids=input_ids, attention_mask=attn, **kwargs).logits
         picked = logits.gather(1, where[:, :, None].expand(-1, -1, logits.shape[-1])).float()
         logprobs = torch.log_softmax(picked / temperature, dim=-1).gather(-1, targets[:, :, None]).squeeze(-1)
         return logprobs.masked_fill(~mask, 0.0), mask
+
+    def _shared_prefix(self, prompt_ids: Sequence[Sequence[int]]) -> int:
+        """Length of the prompt prefix that every row shares (a chat template's system turn), when it is
+        worth computing once: at least SHARED_PREFIX_MIN tokens, in a batch of two or more rows, and
+        always leaving each row at least one prompt token of its own; else 0."""
+        if not self.share_prompt_prefix or len(prompt_ids) < 2:
+            return 0
+        limit = min(len(p) for p in prompt_ids) - 1
+        first = prompt_ids[0]
+        n = 0
+        while n < limit and all(p[n] == first[n] for p in prompt_ids):
+            n += 1
+        return n if n >= SHARED_PREFIX_MIN else 0
+
+    def _prefix_cache(self, prefix: Sequence[int], rows: int) -> Any:
+        """KV cache of `prefix` computed once (with grad) and repeated for `rows` rows."""
+        kwargs: dict[str, Any] = {} if self._keep_kw is None else {self._keep_kw: 1}
+        ids = torch.tensor([list(prefix)], device=self.device)
+        out = self.model(input_ids=ids, use_cache=True, **kwargs)
+        cache = getattr(out, "cache", None)
+        if cache is None:
+            cache = out.past_key_values
+        cache.batch_repeat_interleave(rows)
+        return cache
 
     def parameters(self) -> Iterator[torch.nn.Parameter]:
         """The trainable parameters (requires_grad): all of them, or only LoRA's after add_lora."""

@@ -38,6 +38,42 @@ def test_a_few_steps_raise_the_logprob_of_a_completion(tiny):
     assert tiny.forward([[5, 6]], [[7, 8, 9]])[0].sum().item() > before + 0.5
 
 
+def _logprobs_and_grads(policy, prompts, completions):
+    policy.model.zero_grad(set_to_none=True)
+    logprobs, mask = policy.forward(prompts, completions)
+    (logprobs * mask).sum().backward()
+    return logprobs.detach(), mask, {n: p.grad.clone() for n, p in policy.model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_a_shared_prompt_prefix_computed_once_gives_the_same_logprobs_and_gradients(tiny, lora):
+    if lora:
+        tiny.add_lora(r=4, alpha=8)
+        for name, param in tiny.model.named_parameters():  # B starts at 0: give the adapters an effect
+            if "lora_B" in name:
+                torch.nn.init.normal_(param, std=0.1)
+    prefix = list(range(20, 40))  # 20 shared tokens, then rows of different lengths
+    prompts = [prefix + [50, 51], prefix + [52], prefix + [53, 54, 55, 56]]
+    completions = [[60, 61, 62], [63], [64, 65]]
+    assert tiny._shared_prefix(prompts) == 20
+    shared = _logprobs_and_grads(tiny, prompts, completions)
+    tiny.share_prompt_prefix = False
+    assert tiny._shared_prefix(prompts) == 0
+    plain = _logprobs_and_grads(tiny, prompts, completions)
+    assert torch.equal(shared[1], plain[1])
+    torch.testing.assert_close(shared[0], plain[0], atol=1e-5, rtol=1e-5)
+    assert shared[2].keys() == plain[2].keys() and shared[2]
+    for name, grad in plain[2].items():
+        torch.testing.assert_close(shared[2][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_the_shared_prefix_leaves_every_row_a_prompt_token_and_skips_short_ones(tiny):
+    long = list(range(20, 40))
+    assert tiny._shared_prefix([long, long + [7]]) == 19  # row 0's last prompt token predicts its completion
+    assert tiny._shared_prefix([long[:5] + [1], long[:5] + [2]]) == 0  # 5 < SHARED_PREFIX_MIN
+    assert tiny._shared_prefix([long + [1]]) == 0  # one row: nothing to share
+
+
 def test_forward_rejects_an_empty_prompt(tiny):
     with pytest.raises(ValueError, match=r"prompt_ids\[0\] is empty"):
         tiny.forward([[]], [[1]])

@@ -1,11 +1,12 @@
 import json
+import random
 
 import pytest
 import torch
 
 from coral.benchmarks.procedural import make_tasks
 from coral.policy import tiny_policy
-from coral.train.sft import SFTConfig, corecode_sft_examples, load_sft_jsonl, train_sft
+from coral.train.sft import SFTConfig, corecode_sft_examples, epoch_batches, load_sft_jsonl, train_sft
 
 
 def test_sft_lowers_the_loss_and_changes_every_parameter():
@@ -80,3 +81,40 @@ def test_a_failing_parallel_sft_names_the_policy(tmp_path):
             "coder": (tiny_policy(seed=1, d_model=32, n_layers=1), [], SFTConfig())}
     with pytest.raises(RuntimeError, match="SFT of 'coder' failed.*no examples"):
         train_sft_many(jobs, tmp_path, progress=False, processes=2)
+
+
+def test_epoch_batches_take_every_example_once_in_batches_of_similar_length():
+    lengths = [(i * 37) % 200 + 1 for i in range(1000)]
+    bucketed = epoch_batches(lengths, 10, 8, random.Random(0))
+    plain = epoch_batches(lengths, 10, 1, random.Random(0))
+    for batches in (bucketed, plain):
+        assert sorted(i for b in batches for i in b) == list(range(1000))
+        assert [len(b) for b in batches] == [10] * 100
+
+    def padded(batches):
+        return sum(max(lengths[i] for i in b) * len(b) for b in batches)
+
+    assert padded(bucketed) < 0.8 * padded(plain)
+    # the batch order is shuffled too: batch lengths do not rise through the epoch
+    maxima = [max(lengths[i] for i in b) for b in bucketed[:8]]
+    assert maxima != sorted(maxima)
+
+
+def test_epoch_batches_keep_a_short_last_batch_and_reject_a_zero_window():
+    batches = epoch_batches(list(range(25)), 10, 2, random.Random(0))
+    assert sorted(len(b) for b in batches) == [5, 10, 10]
+    with pytest.raises(ValueError, match="length_window"):
+        SFTConfig(length_window=0)
+
+
+def test_spare_cpus_go_to_the_first_trainer_that_asks():
+    import multiprocessing
+
+    from coral.train.sft import SpareCpus
+
+    with multiprocessing.get_context("fork").Manager() as manager:
+        spare = SpareCpus(manager)
+        assert spare.take() == 0
+        spare.give(1)
+        spare.give(2)
+        assert spare.take() == 3 and spare.take() == 0
