@@ -143,14 +143,20 @@ class HFPolicy:
         )
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         logits, cache = self._step(input_ids, mask, positions, cache=None)
+        live = list(range(len(rows)))  # the request of each line of the running batch
         for _ in range(max(budgets)):
             tokens, logprobs = sampler.sample(logits)
-            for row, token, logprob in zip(rows, tokens.tolist(), logprobs.tolist(), strict=True):
-                if not row.done:
-                    row.push(token, logprob, token in self.eos_ids, self.decode)
-            if all(row.done for row in rows):
+            for i, token, logprob in zip(live, tokens.tolist(), logprobs.tolist(), strict=True):
+                rows[i].push(token, logprob, token in self.eos_ids, self.decode)
+            keep = [j for j, i in enumerate(live) if not rows[i].done]
+            if not keep:
                 break
-            mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=1)
+            if len(keep) < len(live):  # finished requests leave the batch (and its KV cache)
+                index = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(index)
+                live, sampler = [live[j] for j in keep], sampler.select(keep)
+                tokens, mask, positions = tokens[index], mask[index], positions[index]
+            mask = torch.cat([mask, mask.new_ones(len(live), 1)], dim=1)
             positions = positions[:, -1:] + 1
             logits, cache = self._step(tokens[:, None], mask, positions, cache)
         return [row.completion(ids, self.decode) for row, ids in zip(rows, prompts, strict=True)]
@@ -317,6 +323,15 @@ class _Sampler:
         self.generators = [
             torch.Generator(device=device).manual_seed(p.seed) if p.seed is not None else None for p in params
         ]
+
+    def select(self, keep: list[int]) -> _Sampler:
+        """The sampler of the rows `keep` (each keeps its own generator and its place in it)."""
+        out = object.__new__(_Sampler)
+        out.greedy = [self.greedy[j] for j in keep]
+        out.temps = self.temps[keep]
+        out.top_ps = None if self.top_ps is None else self.top_ps[keep]
+        out.generators = [self.generators[j] for j in keep]
+        return out
 
     def sample(self, logits: Tensor) -> tuple[Tensor, Tensor]:
         logp = torch.log_softmax(logits / self.temps, dim=-1)

@@ -52,6 +52,17 @@ def test_a_seeded_request_ignores_its_batch_companions(tiny):
     assert alone.completion_ids == batched.completion_ids
 
 
+def test_requests_that_finish_early_leave_the_batch_without_changing_the_others(tiny):
+    # budgets 2, 5, 9, 14: the batch shrinks three times; each seeded request samples what it samples alone
+    reqs = [GenerationRequest(user("y" * (2 * i + 1)), SamplingParams(max_new_tokens=n, seed=i, temperature=1.0))
+            for i, n in enumerate((9, 2, 14, 5))]
+    batched = tiny.generate(reqs)
+    for req, out in zip(reqs, batched, strict=True):
+        alone = tiny.generate([req])[0]
+        assert out.completion_ids == alone.completion_ids and len(out.completion_ids) == req.sampling.max_new_tokens
+        torch.testing.assert_close(torch.tensor(out.logprobs), torch.tensor(alone.logprobs), atol=1e-4, rtol=0)
+
+
 def test_different_seeds_sample_different_tokens(tiny):
     a, b = (tiny.generate(requests(1, seed=s, max_new_tokens=20))[0] for s in (1, 2))
     assert a.completion_ids != b.completion_ids
