@@ -44,8 +44,9 @@ class CoReCodeConfig:
     sft_lr: float = 3e-3
     sft_batch_size: int = 32
     sft_processes: int | None = None  # planner and coder SFT in parallel processes (None: one each, <= CPUs)
-    # RL
-    rl_steps: int = 60
+    # RL. 200 steps: held-out sampled pass@1 rose on each of 3 seeds (+0.017 to +0.054, 500 tasks);
+    # at 60 and 100 steps the change was within noise (README, "CoRe-Code: what RL does here")
+    rl_steps: int = 200
     tasks_per_step: int = 16
     plans_per_task: int = 4
     codes_per_plan: int = 2
@@ -71,8 +72,8 @@ class CoReCodeConfig:
     sandbox_workers: int = 2
     eval_batch: int = 50
     # > 0: also estimate held-out pass@1 from this many samples per task at `temperature` (the
-    # distribution RL optimises), after SFT and after RL; 0: greedy pass@1 only (the demo)
-    eval_samples: int = 0
+    # distribution RL optimises), after SFT and after RL; 0: greedy pass@1 only
+    eval_samples: int = 4
 
     def __post_init__(self) -> None:
         for name in ("n_train_tasks", "n_test_tasks", "tasks_per_step", "plans_per_task", "codes_per_plan",

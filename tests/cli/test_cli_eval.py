@@ -75,6 +75,7 @@ def test_demo_runs_end_to_end_and_writes_a_report(tmp_path, capsys):
     assert rc == 0
     printed = capsys.readouterr().out
     assert "held-out pass@1: after SFT" in printed
+    assert "held-out pass@1, 4 samples per task at temperature 1.0: after SFT" in printed  # the demo's default
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) >= {"pass@1_sft", "pass@1_rl", "seed", "wall_s"}
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
