@@ -142,7 +142,17 @@ class HFPolicy:
             [[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], device=self.device
         )
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        logits, cache = self._step(input_ids, mask, positions, cache=None)
+        # identical prompts (several samples of one prompt) are prefilled once, then their cache is copied
+        first: dict[tuple[int, ...], int] = {}
+        source = [first.setdefault(tuple(ids), len(first)) for ids in prompts]
+        if len(first) < len(prompts):
+            unique = [source.index(u) for u in range(len(first))]
+            logits, cache = self._step(input_ids[unique], mask[unique], positions[unique], cache=None)
+            index = torch.tensor(source, device=self.device)
+            cache.batch_select_indices(index)
+            logits = logits[index]
+        else:
+            logits, cache = self._step(input_ids, mask, positions, cache=None)
         live = list(range(len(rows)))  # the request of each line of the running batch
         for _ in range(max(budgets)):
             tokens, logprobs = sampler.sample(logits)

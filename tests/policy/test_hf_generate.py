@@ -63,6 +63,18 @@ def test_requests_that_finish_early_leave_the_batch_without_changing_the_others(
         torch.testing.assert_close(torch.tensor(out.logprobs), torch.tensor(alone.logprobs), atol=1e-4, rtol=0)
 
 
+def test_identical_prompts_prefilled_once_sample_as_they_would_alone(tiny):
+    # prompts a, b, a, a (different lengths, so the batch is padded): a's cache is computed once and copied
+    prompts = [user("aaaa"), user("b"), user("aaaa"), user("aaaa")]
+    reqs = [GenerationRequest(m, SamplingParams(max_new_tokens=10, seed=i, temperature=1.0)) for i, m in enumerate(prompts)]
+    batched = tiny.generate(reqs)
+    assert len({tuple(o.completion_ids) for o in batched}) == 4  # four seeds, four different samples
+    for req, out in zip(reqs, batched, strict=True):
+        alone = tiny.generate([req])[0]
+        assert out.completion_ids == alone.completion_ids and out.prompt_ids == alone.prompt_ids
+        torch.testing.assert_close(torch.tensor(out.logprobs), torch.tensor(alone.logprobs), atol=1e-4, rtol=0)
+
+
 def test_different_seeds_sample_different_tokens(tiny):
     a, b = (tiny.generate(requests(1, seed=s, max_new_tokens=20))[0] for s in (1, 2))
     assert a.completion_ids != b.completion_ids
