@@ -40,8 +40,8 @@ class SFTConfig:
     # > 1: batches of similar length. Each epoch's shuffled examples are cut into windows of
     # length_window x batch_size, sorted by length inside a window, cut into batches, and the epoch's
     # batches shuffled. 8 pads the demo's coder batches with 1/6 fewer tokens; its one cold start with
-    # 8 reached held-out pass@1 0.556, plain batches 0.798 (seed 0, 500 tasks), but two plain runs
-    # in another batch order reached 0.664: off by default until measured over more runs.
+    # 8 reached held-out pass@1 0.556, plain batches 0.798 (seed 0, 500 tasks), but a plain cold start
+    # in the earlier batch order reached 0.664: off by default until measured over more runs.
     length_window: int = 1
 
     def __post_init__(self) -> None:
