@@ -1,6 +1,6 @@
 """Held-out pass@1 after SFT alone vs after SFT + CoRe-Code GRPO, over several seeds (the demo's
 settings unless flags say otherwise): greedy, and estimated from --eval-samples samples per task at the
-RL temperature. Each seed is a full `coral demo` run (about 23 minutes on 2 cores; 30 with
+RL temperature. Each seed is a full `coral demo` run (about 21-23 minutes on 2 cores; 30 with
 `--set '{"n_test_tasks": 500}'`).
 
     .venv/bin/python bench/corecode_seeds.py --seeds 0 1 2
