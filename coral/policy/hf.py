@@ -27,6 +27,7 @@ does NOT implement speculative, beam or constrained decoding.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import json
 from collections.abc import Iterator, Sequence
@@ -133,7 +134,7 @@ class HFPolicy:
             for p, ids in zip(params, prompts, strict=True)
         ]
         rows = [_Row(stop=p.stop, budget=b) for p, b in zip(params, budgets, strict=True)]
-        sampler = _Sampler(params, self.device)
+        sampler = _Sampler(params, budgets, self.device)
         width = max(len(ids) for ids in prompts)
         input_ids = torch.tensor(
             [[self.pad_id] * (width - len(ids)) + ids for ids in prompts], device=self.device
@@ -142,26 +143,34 @@ class HFPolicy:
             [[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], device=self.device
         )
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = _buffered_cache(self.model, width + max(budgets))
         # identical prompts (several samples of one prompt) are prefilled once, then their cache is copied
         first: dict[tuple[int, ...], int] = {}
         source = [first.setdefault(tuple(ids), len(first)) for ids in prompts]
         if len(first) < len(prompts):
             unique = [source.index(u) for u in range(len(first))]
-            logits, cache = self._step(input_ids[unique], mask[unique], positions[unique], cache=None)
+            logits, cache = self._step(input_ids[unique], mask[unique], positions[unique], cache)
             index = torch.tensor(source, device=self.device)
             cache.batch_select_indices(index)
             logits = logits[index]
         else:
-            logits, cache = self._step(input_ids, mask, positions, cache=None)
+            logits, cache = self._step(input_ids, mask, positions, cache)
         live = list(range(len(rows)))  # the request of each line of the running batch
         for _ in range(max(budgets)):
             tokens, logprobs = sampler.sample(logits)
+            finished = 0
             for i, token, logprob in zip(live, tokens.tolist(), logprobs.tolist(), strict=True):
+                if rows[i].done:  # finished earlier, still in the batch until the next compaction
+                    finished += 1
+                    continue
                 rows[i].push(token, logprob, token in self.eos_ids, self.decode)
-            keep = [j for j, i in enumerate(live) if not rows[i].done]
-            if not keep:
+                finished += rows[i].done
+            if finished == len(live):
                 break
-            if len(keep) < len(live):  # finished requests leave the batch (and its KV cache)
+            # finished requests leave the batch (and its KV cache) once they are a quarter of it:
+            # each compaction copies the whole cache, each finished row kept costs one row of compute
+            if 4 * finished >= len(live):
+                keep = [j for j, i in enumerate(live) if not rows[i].done]
                 index = torch.tensor(keep, device=self.device)
                 cache.batch_select_indices(index)
                 live, sampler = [live[j] for j in keep], sampler.select(keep)
@@ -318,24 +327,38 @@ class HFPolicy:
 
 # ---------------------------------------------------------------------- helpers
 class _Sampler:
-    """Draws one token per row from per-row (temperature, top_p, seed)."""
+    """Draws one token per row from per-row (temperature, top_p, seed).
 
-    def __init__(self, params: list[SamplingParams], device: torch.device) -> None:
-        self.greedy = [p.temperature == 0 for p in params]
+    Each sampling row gets its uniforms for the whole completion up front, `budget` of them from its
+    own generator (a seeded row therefore samples the same whatever else is in the batch), and a
+    step draws every row's token at once by inverting the cumulative distribution: the token is
+    the first whose cumulative probability exceeds u * total, so a token of probability 0 is never
+    drawn and each token's chance is its probability."""
+
+    def __init__(self, params: list[SamplingParams], budgets: list[int], device: torch.device) -> None:
+        greedy = [p.temperature == 0 for p in params]
+        self.greedy = torch.tensor(greedy, device=device)
+        self.any_sampled = not all(greedy)
         self.temps = torch.tensor([p.temperature or 1.0 for p in params], device=device)[:, None]
-        top_ps = [1.0 if g else p.top_p for p, g in zip(params, self.greedy, strict=True)]
+        top_ps = [1.0 if g else p.top_p for p, g in zip(params, greedy, strict=True)]
         self.top_ps = torch.tensor(top_ps, device=device)[:, None] if min(top_ps) < 1 else None
-        self.generators = [
-            torch.Generator(device=device).manual_seed(p.seed) if p.seed is not None else None for p in params
-        ]
+        uniforms = torch.full((len(params), max(budgets)), 0.5)
+        unseeded = [i for i, p in enumerate(params) if p.seed is None and not greedy[i]]
+        if unseeded:
+            uniforms[unseeded] = torch.rand(len(unseeded), uniforms.shape[1])
+        for i, (p, budget) in enumerate(zip(params, budgets, strict=True)):
+            if p.seed is not None and not greedy[i]:
+                uniforms[i, :budget] = torch.rand(budget, generator=torch.Generator().manual_seed(p.seed))
+        self.uniforms = uniforms.to(device)
+        self.step = 0
 
     def select(self, keep: list[int]) -> _Sampler:
-        """The sampler of the rows `keep` (each keeps its own generator and its place in it)."""
+        """The sampler of the rows `keep` (each keeps its own uniforms)."""
         out = object.__new__(_Sampler)
-        out.greedy = [self.greedy[j] for j in keep]
+        out.greedy, out.any_sampled = self.greedy[keep], self.any_sampled
         out.temps = self.temps[keep]
         out.top_ps = None if self.top_ps is None else self.top_ps[keep]
-        out.generators = [self.generators[j] for j in keep]
+        out.uniforms, out.step = self.uniforms[keep], self.step
         return out
 
     def sample(self, logits: Tensor) -> tuple[Tensor, Tensor]:
@@ -343,14 +366,20 @@ class _Sampler:
         if self.top_ps is not None:
             logp = _nucleus(logp, self.top_ps)
         tokens = logp.argmax(dim=-1)
-        probs = logp.exp()
-        shared = [i for i, g in enumerate(self.generators) if g is None and not self.greedy[i]]
-        if shared:
-            tokens[shared] = torch.multinomial(probs[shared], 1).squeeze(1)
-        for i, gen in enumerate(self.generators):
-            if gen is not None and not self.greedy[i]:
-                tokens[i] = torch.multinomial(probs[i], 1, generator=gen)[0]
+        if self.any_sampled:
+            drawn = _inverse_cdf(logp.exp(), self.uniforms[:, self.step : self.step + 1])
+            tokens = torch.where(self.greedy, tokens, drawn)
+        self.step += 1
         return tokens, logp.gather(1, tokens[:, None]).squeeze(1)
+
+
+def _inverse_cdf(probs: Tensor, uniforms: Tensor) -> Tensor:
+    """Per row, the first token whose cumulative probability exceeds u * total ([B, V], [B, 1] -> [B])."""
+    cdf = probs.cumsum(dim=-1)
+    total = cdf[:, -1:]
+    # u * total < total always (u < 1, but the product may round up to total)
+    target = torch.minimum(uniforms * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, target, right=True).squeeze(1)
 
 
 def _nucleus(logp: Tensor, top_p: Tensor) -> Tensor:
@@ -398,6 +427,88 @@ class _Row:
             finish_reason=self.finish_reason,
             usage={"prompt_tokens": len(prompt_ids), "completion_tokens": len(self.ids)},
         )
+
+
+def _buffered_cache(model: Any, capacity: int) -> Any:
+    """A fresh KV cache whose layers write into buffers of `capacity` positions instead of growing by
+    concatenation (which copies the whole cache at every decoding step); None -- the model's own
+    cache -- for transformers without cache layers (< 4.56) or models with sliding-window or other
+    special layers."""
+    try:
+        from transformers.cache_utils import DynamicCache, DynamicLayer
+    except ImportError:
+        return None
+    try:
+        cache = DynamicCache(config=model.config)
+    except TypeError:
+        return None
+    if not cache.layers or any(type(layer) is not DynamicLayer for layer in cache.layers):
+        return None
+    cache.layers = [_buffered_layer_class()(capacity) for _ in cache.layers]
+    return cache
+
+
+@functools.cache
+def _buffered_layer_class() -> type:
+    from transformers.cache_utils import DynamicLayer
+
+    class BufferedLayer(DynamicLayer):
+        """A DynamicLayer that keeps keys and values in preallocated [batch, heads, capacity, dim]
+        buffers; `keys` / `values` are views of the filled part (grown by doubling if a step runs past
+        the capacity)."""
+
+        def __init__(self, capacity: int) -> None:
+            super().__init__()
+            self.capacity, self.length = capacity, 0
+            self.key_buffer: Tensor | None = None
+            self.value_buffer: Tensor | None = None
+
+        def update(self, key_states: Tensor, value_states: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            end = self.length + key_states.shape[-2]
+            if self.key_buffer is None or end > self.key_buffer.shape[-2]:
+                self._grow(key_states, value_states, max(end, self.capacity, 2 * self.length))
+            self.key_buffer[:, :, self.length : end] = key_states
+            self.value_buffer[:, :, self.length : end] = value_states
+            self.length = end
+            self._views()
+            return self.keys, self.values
+
+        def _grow(self, key_states: Tensor, value_states: Tensor, capacity: int) -> None:
+            b, h, _, d = key_states.shape
+            keys = key_states.new_empty(b, h, capacity, d)
+            values = value_states.new_empty(b, h, capacity, value_states.shape[-1])
+            if self.length:
+                keys[:, :, : self.length] = self.keys
+                values[:, :, : self.length] = self.values
+            self.key_buffer, self.value_buffer = keys, values
+
+        def _views(self) -> None:
+            self.keys = self.key_buffer[:, :, : self.length]
+            self.values = self.value_buffer[:, :, : self.length]
+
+        def batch_select_indices(self, indices: Tensor) -> None:
+            if self.length:
+                self.key_buffer = self.key_buffer.index_select(0, indices)
+                self.value_buffer = self.value_buffer.index_select(0, indices)
+                self._views()
+
+        def batch_repeat_interleave(self, repeats: int) -> None:
+            if self.length:
+                self.key_buffer = self.key_buffer.repeat_interleave(repeats, dim=0)
+                self.value_buffer = self.value_buffer.repeat_interleave(repeats, dim=0)
+                self._views()
+
+        def crop(self, tokens_to_remove: int) -> None:
+            raise NotImplementedError("coral's generation cache is never cropped")
+
+        def reset(self) -> None:
+            self.key_buffer = self.value_buffer = None
+            self.length = 0
+            super().reset()
+
+    return BufferedLayer
 
 
 def _cache_of(out: Any) -> Any:

@@ -109,9 +109,11 @@ def test_eos_ends_the_completion_and_stays_in_ids_but_not_text(tiny):
 
 
 def test_stop_string_truncates_text_and_ends_ids_at_the_stopping_token(tiny):
-    free = tiny.generate(requests(1, seed=4, max_new_tokens=30))[0]
-    stop = tiny.decode(free.completion_ids[5:7])  # a string the model will produce again under this seed
-    out = tiny.generate(requests(1, seed=4, max_new_tokens=30, stop=(stop,)))[0]
+    # a seed whose free sample is long enough, and two of its tokens: a string the model produces again under it
+    seed, free = next((s, f) for s in range(20) if len((f := tiny.generate(requests(1, seed=s, max_new_tokens=30))[0])
+                                                      .completion_ids) >= 10)
+    stop = tiny.decode(free.completion_ids[5:7])
+    out = tiny.generate(requests(1, seed=seed, max_new_tokens=30, stop=(stop,)))[0]
     assert out.finish_reason == "stop" and stop not in out.text
     assert stop in tiny.decode(out.completion_ids) and stop not in tiny.decode(out.completion_ids[:-1])
 
@@ -162,3 +164,66 @@ def test_generate_restores_training_mode(tiny):
     tiny.train()
     tiny.generate(requests(1, seed=0, max_new_tokens=2))
     assert tiny.model.training
+
+
+def test_the_buffered_kv_cache_generates_what_the_models_own_cache_does(tiny, monkeypatch):
+    import coral.policy.hf as hf
+
+    assert hf._buffered_cache(tiny.model, 8) is not None  # this transformers has cache layers: the buffer is used
+    reqs = [GenerationRequest(user("z" * (i + 1)), SamplingParams(max_new_tokens=n, seed=i, temperature=t))
+            for i, (n, t) in enumerate([(3, 0.0), (16, 0.0), (16, 1.0), (7, 1.0), (16, 0.7)])]
+    buffered = tiny.generate(reqs)
+    monkeypatch.setattr(hf, "_buffered_cache", lambda model, capacity: None)
+    own = tiny.generate(reqs)
+    for a, b in zip(buffered, own, strict=True):
+        assert a.completion_ids == b.completion_ids
+        torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5, rtol=0)
+
+
+def test_the_buffered_kv_cache_grows_past_its_capacity(tiny):
+    import coral.policy.hf as hf
+
+    cache = hf._buffered_cache(tiny.model, 2)
+    ids = torch.tensor([[5, 6, 7]])
+    out = tiny.model(input_ids=ids, use_cache=True, **{tiny._cache_kw: cache})
+    step = tiny.model(input_ids=torch.tensor([[8]]), use_cache=True, **{tiny._cache_kw: hf._cache_of(out)})
+    full = tiny.model(input_ids=torch.tensor([[5, 6, 7, 8]]))
+    assert hf._cache_of(step).get_seq_length() == 4
+    torch.testing.assert_close(step.logits[0, -1], full.logits[0, -1], atol=1e-5, rtol=0)
+
+
+def test_inverse_cdf_draws_the_first_token_past_u_and_never_one_of_probability_zero():
+    from coral.policy.hf import _inverse_cdf
+
+    # probabilities 0, 1/4, 0, 1/2, 1/4 (exact in binary): cumulative 0, 1/4, 1/4, 3/4, 1
+    probs = torch.tensor([0.0, 0.25, 0.0, 0.5, 0.25])
+    uniforms = torch.tensor([0.0, 0.2499, 0.25, 0.5, 0.75, 1.0 - 2**-24, 1.0])[:, None]
+    tokens = _inverse_cdf(probs.expand(len(uniforms), -1), uniforms)
+    assert tokens.tolist() == [1, 1, 3, 3, 4, 4, 4]
+    # unnormalised rows (float noise) scale u by their total
+    assert _inverse_cdf(2 * probs[None], torch.tensor([[0.5]])).tolist() == [3]
+
+
+def test_the_sampler_returns_each_drawn_token_with_its_logprob():
+    from coral.policy.hf import _Sampler
+
+    logits = torch.tensor([0.1, 0.0, 0.6, 0.3]).log()  # cumulative 0.1, 0.1, 0.7, 1.0
+    uniforms = [0.05, 0.4, 0.9]
+    sampler = _Sampler([SamplingParams(temperature=1.0)] * 3, [1] * 3, torch.device("cpu"))
+    sampler.uniforms = torch.tensor(uniforms)[:, None]
+    tokens, logprobs = sampler.sample(logits.expand(3, -1).clone())
+    assert tokens.tolist() == [0, 2, 3]
+    torch.testing.assert_close(logprobs, logits[tokens])
+
+
+def test_sampled_token_frequencies_follow_the_distribution():
+    from coral.policy.hf import _Sampler
+
+    probs = torch.tensor([0.5, 0.25, 0.125, 0.0, 0.125])
+    n = 4000
+    sampler = _Sampler([SamplingParams(temperature=1.0, seed=s) for s in range(n)], [1] * n, torch.device("cpu"))
+    tokens, _ = sampler.sample(probs.log().expand(n, -1).clone())
+    counts = torch.bincount(tokens, minlength=5).float()
+    assert counts[3] == 0
+    # each count within 4 standard deviations of n * p
+    assert ((counts - n * probs).abs() <= 4 * (n * probs * (1 - probs)).sqrt() + 1e-9).all(), counts.tolist()

@@ -92,7 +92,8 @@ def test_grpo_learns_to_emit_a_rewarded_token(policy, optimizer, lr, estimator):
         history.append(sum(t.reward for t in turns) / len(turns))
         assign_advantages(turns, key=lambda t: 0, estimator=estimator)
         learner.update(turns)
-    assert sum(history[-5:]) / 5 > sum(history[:5]) / 5 + 0.3, history
+    # from about 1/259 (uniform); the adamw rise measured 0.22-0.45 over 16 sampling streams
+    assert sum(history[-5:]) / 5 > sum(history[:5]) / 5 + 0.15, history
 
 
 def test_logged_loss_is_the_token_weighted_loss_of_the_step(policy):
