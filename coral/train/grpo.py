@@ -59,10 +59,15 @@ class GRPOConfig:
     # "sgd": plain SGD (step = -lr x gradient), so parameters with small gradients barely move; AdamW's
     # first steps move every parameter by about lr whatever its gradient's size
     optimizer: str = "adamw"
+    # optimiser steps on each batch of turns (PPO epochs; TRL's num_iterations). Steps after the first
+    # are off-policy: the ratio to the sampling logprobs is no longer 1, and the clip bounds the change
+    updates_per_batch: int = 1
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"GRPOConfig.optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.updates_per_batch < 1:
+            raise ValueError(f"GRPOConfig.updates_per_batch must be >= 1, got {self.updates_per_batch}")
 
 
 @dataclass
@@ -87,7 +92,9 @@ class AgentLearner:
             raise ValueError(f"agent {self.name!r}: beta_kl > 0 needs a reference policy")
 
     def update(self, turns: Sequence[Turn]) -> dict[str, float]:
-        """One optimiser step on `turns` (all must be this agent's and carry an advantage)."""
+        """`cfg.updates_per_batch` optimiser steps on `turns` (all must be this agent's and carry an
+        advantage). Logged losses, ratios and clip fractions are the mean over those steps, `loss_first`
+        the first (on-policy) step's loss; `step` counts calls, not optimiser steps."""
         if self.frozen:
             return {}
         foreign = [t.agent for t in turns if t.agent != self.name]
@@ -106,22 +113,29 @@ class AgentLearner:
             return metrics
         self.policy.train()
         total_tokens = sum(len(t.completion_ids) for t in usable)
-        sums: dict[str, float] = {}
-        for lo in range(0, len(usable), self.cfg.micro_batch_size):
-            micro = usable[lo:lo + self.cfg.micro_batch_size]
-            loss, m = self._micro_loss(micro)
-            tokens = sum(len(t.completion_ids) for t in micro)
-            weight = tokens / total_tokens if self.cfg.loss.norm == "token" else len(micro) / len(usable)
-            (loss * weight).backward()
-            for k, v in m.items():  # m["loss"] is this micro-batch's loss: its weighted sum is the step's
-                sums[k] = sums.get(k, 0.0) + float(v) * weight
         params = [p for p in self.policy.parameters() if p.requires_grad]
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        passes = self.cfg.updates_per_batch
+        sums: dict[str, float] = {}
+        for n in range(passes):
+            step_sums: dict[str, float] = {}
+            for lo in range(0, len(usable), self.cfg.micro_batch_size):
+                micro = usable[lo:lo + self.cfg.micro_batch_size]
+                loss, m = self._micro_loss(micro)
+                tokens = sum(len(t.completion_ids) for t in micro)
+                weight = tokens / total_tokens if self.cfg.loss.norm == "token" else len(micro) / len(usable)
+                (loss * weight).backward()
+                for k, v in m.items():  # m["loss"] is this micro-batch's loss: its weighted sum is the step's
+                    step_sums[k] = step_sums.get(k, 0.0) + float(v) * weight
+            step_sums["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm))
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            if n == 0 and passes > 1:
+                metrics["loss_first"] = step_sums["loss"]
+            for k, v in step_sums.items():
+                sums[k] = sums.get(k, 0.0) + v / passes
         self.policy.eval()
         self.step += 1
-        metrics.update(sums, grad_norm=float(grad_norm))
+        metrics.update(sums)
         return metrics
 
     def _micro_loss(self, micro: Sequence[Turn]) -> tuple[torch.Tensor, dict[str, float]]:

@@ -10,11 +10,15 @@ import torch
 
 from coral.train.corecode import (
     CoReCodeConfig,
+    build_policies,
+    build_tasks,
     coder_reward,
     efficiency_bonus,
     group_key,
+    make_learners,
     next_batch,
     score_corecode,
+    sft_corecode,
 )
 from coral.trajectory import ExecutionResult, TestResult, Trajectory, Turn
 
@@ -104,6 +108,29 @@ def test_bad_config_values_name_the_field():
         CoReCodeConfig(plans_per_task=0)
     with pytest.raises(ValueError, match="unknown role 'critic'"):
         CoReCodeConfig(train_roles=("planner", "critic"))
+    with pytest.raises(ValueError, match="'sft_coder_epochs' must be > 0 or None, got 0"):
+        CoReCodeConfig(sft_coder_epochs=0)
+    with pytest.raises(ValueError, match="'sft_length_window' must be >= 1, got 0"):
+        CoReCodeConfig(sft_length_window=0)
+    with pytest.raises(ValueError, match="'rl_updates_per_batch' must be >= 1, got 0"):
+        CoReCodeConfig(rl_updates_per_batch=0)
+
+
+def test_the_coder_can_have_its_own_sft_epochs_and_rl_updates_reach_the_learners(monkeypatch):
+    import coral.train.sft as sft
+
+    seen = {}
+    monkeypatch.setattr(sft, "train_sft_many", lambda jobs, work, **kw: seen.update(
+        {role: cfg for role, (_, _, cfg) in jobs.items()}) or {})
+    cfg = CoReCodeConfig(**{**SMALL, "sft_epochs": 6.0, "sft_coder_epochs": 4.0, "sft_length_window": 8,
+                            "rl_updates_per_batch": 2})
+    train, _ = build_tasks(cfg)
+    policies = build_policies(cfg, train)
+    sft_corecode(cfg, policies, train, progress=False)
+    assert (seen["planner"].epochs, seen["coder"].epochs) == (6.0, 4.0)
+    assert seen["planner"].length_window == seen["coder"].length_window == 8
+    assert {r: lrn.cfg.updates_per_batch for r, lrn in make_learners(cfg, policies, {}).items()} == \
+        {"planner": 2, "coder": 2}
 
 
 SMALL = dict(n_train_tasks=60, n_test_tasks=6, d_model=32, n_layers=1, sft_epochs=0.3, sft_batch_size=8,

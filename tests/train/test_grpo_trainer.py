@@ -156,3 +156,29 @@ def test_sgd_step_is_minus_lr_times_the_gradient(policy):
 def test_an_unknown_optimizer_is_refused_by_name():
     with pytest.raises(ValueError, match="'adam'"):
         GRPOConfig(optimizer="adam")
+
+
+def test_two_updates_per_batch_equal_two_calls_on_the_same_turns(policy):
+    import copy
+
+    twin = copy.deepcopy(policy)
+    turns = _rollout(policy, 8, seed=3)
+    for i, t in enumerate(turns):
+        t.reward, t.advantage = 0.0, 1.0 if i % 2 else -1.0
+    once = AgentLearner("coder", policy, GRPOConfig(lr=3e-2, micro_batch_size=3, updates_per_batch=2))
+    twice = AgentLearner("coder", twin, GRPOConfig(lr=3e-2, micro_batch_size=3))
+    metrics = once.update(turns)
+    first, second = twice.update(turns), twice.update(turns)
+    for a, b in zip(policy.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    assert once.step == 1 and twice.step == 2
+    assert metrics["loss_first"] == pytest.approx(first["loss"], abs=1e-6)
+    assert metrics["loss"] == pytest.approx((first["loss"] + second["loss"]) / 2, abs=1e-6)
+    # the second step is off-policy: ratios moved away from 1 and some tokens hit the clip
+    assert first["clip_fraction"] == 0.0 and second["clip_fraction"] > 0.0
+    assert metrics["clip_fraction"] == pytest.approx(second["clip_fraction"] / 2, abs=1e-6)
+
+
+def test_updates_per_batch_below_one_is_rejected():
+    with pytest.raises(ValueError, match="updates_per_batch must be >= 1, got 0"):
+        GRPOConfig(updates_per_batch=0)
