@@ -33,6 +33,7 @@ def main() -> None:
     policy = tiny_policy(seed=0)  # d_model 128, 4 layers, byte-level tokenizer
     never = len(policy.tokenizer) + 1  # an eos id no token can take: both sides decode the full length
     policy.eos_ids = {never}
+    policy.batch_size = args.batch  # one batch on both sides (tiny_policy's default batch size is 16)
     prompts = [
         user(f"Write a function number {i} that " + "adds two numbers " * (1 + i % 4))
         for i in range(args.batch)
