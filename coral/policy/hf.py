@@ -10,7 +10,8 @@ each sampled token is the one of the distribution it was actually drawn from:
   - temperature 0 (greedy): the argmax token; its logprob is under the unscaled model distribution
     (the sampler's own distribution is a point mass and would report 0.0 for every token).
 A request with `seed` set draws from its own torch.Generator, so it reproduces whatever else is in
-the batch (up to the float noise that different padding can cause).
+the batch (up to the float noise that different padding can cause). The KV cache is written into
+buffers preallocated for prompt + budget (see `_buffered_cache`), not grown by concatenation.
 Completions: `completion_ids` and `logprobs` are aligned 1:1 and end with the eos token (kept, so
 training learns to stop), with the token that completed a stop string, or at max_new_tokens.
 `text` excludes special tokens and is cut before the first stop string; when the stop string ends
@@ -444,6 +445,8 @@ def _buffered_cache(model: Any, capacity: int) -> Any:
         return None
     if not cache.layers or any(type(layer) is not DynamicLayer for layer in cache.layers):
         return None
+    if getattr(DynamicLayer(), "is_initialized", None) is not False:  # a layer API older than the one built on
+        return None
     cache.layers = [_buffered_layer_class()(capacity) for _ in cache.layers]
     return cache
 
@@ -465,7 +468,7 @@ def _buffered_layer_class() -> type:
 
         def update(self, key_states: Tensor, value_states: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
             if not self.is_initialized:
-                self.lazy_initialization(key_states, value_states)
+                self.device, self.is_initialized = key_states.device, True
             end = self.length + key_states.shape[-2]
             if self.key_buffer is None or end > self.key_buffer.shape[-2]:
                 self._grow(key_states, value_states, max(end, self.capacity, 2 * self.length))
@@ -483,6 +486,9 @@ def _buffered_layer_class() -> type:
                 keys[:, :, : self.length] = self.keys
                 values[:, :, : self.length] = self.values
             self.key_buffer, self.value_buffer = keys, values
+
+        def get_seq_length(self, *args: Any, **kwargs: Any) -> int:
+            return self.length
 
         def _views(self) -> None:
             self.keys = self.key_buffer[:, :, : self.length]
