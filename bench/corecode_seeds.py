@@ -32,10 +32,14 @@ def main() -> None:
                       eval_samples=args.eval_samples, out_dir=f"{args.out}/seed{seed}")
         s = train_corecode(cfg, progress=False)
         rows[seed] = {k: s.get(k) for k in ("pass@1_sft", "pass@1_rl", "pass@1_sampled_sft", "pass@1_sampled_rl",
-                                            "wall_s")}
-        line = f"seed {seed}: held-out pass@1 greedy SFT {s['pass@1_sft']:.3f} -> SFT+RL {s['pass@1_rl']:.3f}"
+                                            "wall_s", "change")}
+        se = s["change"]["greedy"]["se"]
+        line = (f"seed {seed}: held-out pass@1 greedy SFT {s['pass@1_sft']:.3f} -> SFT+RL {s['pass@1_rl']:.3f} "
+                f"(paired SE {se:.3f})")
         if args.eval_samples:
-            line += f"; sampled SFT {s['pass@1_sampled_sft']:.3f} -> SFT+RL {s['pass@1_sampled_rl']:.3f}"
+            se = s["change"]["sampled"]["se"]
+            line += (f"; sampled SFT {s['pass@1_sampled_sft']:.3f} -> SFT+RL {s['pass@1_sampled_rl']:.3f} "
+                     f"(paired SE {se:.3f})")
         print(f"{line} ({s['wall_s'] / 60:.1f} min)", flush=True)
     for kind in ("", "sampled_") if args.eval_samples else ("",):
         sft = [r[f"pass@1_{kind}sft"] for r in rows.values()]

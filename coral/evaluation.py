@@ -66,6 +66,19 @@ def sample_record(traj: Trajectory, index: int) -> dict[str, Any]:
     }
 
 
+def task_pass_rates(samples_jsonl: str | Path) -> dict[str, float]:
+    """Fraction of samples that passed, per task, from an evaluation's samples.jsonl."""
+    by_task: dict[str, list[bool]] = {}
+    with open(samples_jsonl) as f:
+        for line_no, line in enumerate(f, 1):
+            try:
+                record = json.loads(line)
+                by_task.setdefault(record["task_id"], []).append(bool(record["passed"]))
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ValueError(f"{samples_jsonl}:{line_no}: not an evaluation sample record ({exc})") from exc
+    return {task: sum(v) / len(v) for task, v in by_task.items()}
+
+
 def summarize_samples(records: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[str, float]:
     from coral.benchmarks.metrics import pass_at_k
 

@@ -1,6 +1,9 @@
 """Benchmark metrics: unbiased pass@k, per-test pass rate, efficiency relative to the reference, and
 a per-difficulty summary.
 
+`paired_change` compares two evaluations of the same tasks (before / after training): the mean per-task
+change of the pass rate and its standard error, the right noise yardstick when both ran on one task set.
+
 Efficiency follows EffiBench: NET = execution time of a passing solution / time of the reference, NMU =
 peak memory of the solution / peak memory of the reference, on the same tests (lower is better, 1.0 is
 parity). Both figures come from `ExecutionResult`s that the sandbox measured; times and memories below
@@ -13,7 +16,7 @@ This module does NOT run code or time anything itself.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -128,3 +131,27 @@ def summarize(scores: Iterable[TaskScore], ks: Sequence[int] = (1,)) -> dict[str
                 row[key] = _geo_mean(vals)
         out[name] = row
     return out
+
+
+@dataclass(frozen=True)
+class PairedChange:
+    mean: float  # mean over tasks of (after - before) pass rate
+    se: float  # its standard error: sample std of the per-task changes / sqrt(tasks); 0 for one task
+    up: int  # tasks whose pass rate rose
+    down: int  # tasks whose pass rate fell
+    tasks: int
+
+
+def paired_change(before: Mapping[str, float], after: Mapping[str, float]) -> PairedChange:
+    """Per-task change of the pass rate between two evaluations of the same tasks (task id -> rate)."""
+    if set(before) != set(after):
+        missing = sorted(set(before) ^ set(after))
+        raise ValueError(f"paired_change: the two evaluations cover different tasks, e.g. {missing[0]!r} "
+                         f"({len(missing)} task ids in only one of them)")
+    if not before:
+        raise ValueError("paired_change: no tasks")
+    diffs = [after[t] - before[t] for t in before]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) if n > 1 else 0.0
+    return PairedChange(mean, se, sum(d > 0 for d in diffs), sum(d < 0 for d in diffs), n)

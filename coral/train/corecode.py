@@ -430,10 +430,12 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
     summary = {"seed": cfg.seed, "pass@1_sft": state["eval_sft"]["pass@1"], "pass@1_rl": eval_rl["pass@1"],
                "eval_sft": state["eval_sft"], "eval_rl": eval_rl, "sft_loss": state["sft_loss"],
                "rl_steps": cfg.rl_steps, "sft_s": state.get("sft_s"), "wall_s": time.perf_counter() - t_start}
+    summary["change"] = {"greedy": _paired(out, "eval_sft", "eval_rl")}
     if eval_rl_sampled is not None:
         summary.update({"pass@1_sampled_sft": state["eval_sft_sampled"]["pass@1"],
                         "pass@1_sampled_rl": eval_rl_sampled["pass@1"], "eval_samples": cfg.eval_samples,
                         "eval_sft_sampled": state["eval_sft_sampled"], "eval_rl_sampled": eval_rl_sampled})
+        summary["change"]["sampled"] = _paired(out, "eval_sft_sampled", "eval_rl_sampled")
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
@@ -504,6 +506,20 @@ def _fmt_step(m: dict[str, float], total: int) -> str:
             f"{m['step_s']:.1f}s")
 
 
+def _paired(out: Path, before: str, after: str) -> dict[str, float]:
+    """Per-task change of held-out pass rates between two evaluations (see metrics.paired_change)."""
+    from coral.benchmarks.metrics import paired_change
+    from coral.evaluation import task_pass_rates
+
+    change = paired_change(task_pass_rates(out / before / "samples.jsonl"), task_pass_rates(out / after / "samples.jsonl"))
+    return asdict(change)
+
+
+def _fmt_change(change: dict[str, float]) -> str:
+    return (f"change {change['mean']:+.3f}, paired standard error {change['se']:.3f}; "
+            f"{change['up']} tasks up, {change['down']} down")
+
+
 def _sampled_label(cfg: CoReCodeConfig) -> str:
     return f"{cfg.eval_samples} samples per task at temperature {cfg.temperature}"
 
@@ -520,9 +536,11 @@ def run_demo(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]:
     summary = train_corecode(cfg, progress=progress)
     report = write_run_report(Path(cfg.out_dir))
     print(f"held-out pass@1: after SFT {summary['pass@1_sft']:.3f} -> after SFT+RL {summary['pass@1_rl']:.3f} "
-          f"(seed {cfg.seed}, {summary['eval_rl']['tasks']:.0f} tasks, greedy, {summary['wall_s'] / 60:.1f} min)")
+          f"(seed {cfg.seed}, {summary['eval_rl']['tasks']:.0f} tasks, greedy, {summary['wall_s'] / 60:.1f} min; "
+          f"{_fmt_change(summary['change']['greedy'])})")
     if "pass@1_sampled_rl" in summary:
         print(f"held-out pass@1, {_sampled_label(cfg)}: after SFT {summary['pass@1_sampled_sft']:.3f} -> "
-              f"after SFT+RL {summary['pass@1_sampled_rl']:.3f}")
+              f"after SFT+RL {summary['pass@1_sampled_rl']:.3f} ({_fmt_change(summary['change']['sampled'])})")
+    print("a change within about two paired standard errors of zero is within this evaluation's noise")
     print(f"report: {report}")
     return summary

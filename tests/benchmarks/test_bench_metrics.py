@@ -92,3 +92,37 @@ def test_score_task_averages_efficiency_over_passing_samples_only():
     assert (score.num_samples, score.num_correct, score.difficulty) == (2, 1, "3")
     assert score.test_pass_rate == pytest.approx(0.75)
     assert score.net == pytest.approx(2.0)
+
+
+def test_paired_change_is_the_mean_per_task_change_with_its_standard_error():
+    from coral.benchmarks.metrics import paired_change
+
+    # changes 0, +1, -0.5: mean 1/6; sample variance ((1/6)^2 + (5/6)^2 + (2/3)^2) / 2 = 7/12; se = sqrt(7/12 / 3)
+    change = paired_change({"a": 1.0, "b": 0.0, "c": 0.5}, {"a": 1.0, "b": 1.0, "c": 0.0})
+    assert change.mean == pytest.approx(1 / 6)
+    assert change.se == pytest.approx((7 / 36) ** 0.5)
+    assert (change.up, change.down, change.tasks) == (1, 1, 3)
+    assert paired_change({"a": 0.0}, {"a": 1.0}).se == 0.0
+
+
+def test_paired_change_refuses_different_task_sets():
+    from coral.benchmarks.metrics import paired_change
+
+    with pytest.raises(ValueError, match="different tasks, e.g. 'c' \\(1 task ids in only one"):
+        paired_change({"a": 1.0, "c": 0.0}, {"a": 1.0})
+    with pytest.raises(ValueError, match="no tasks"):
+        paired_change({}, {})
+
+
+def test_task_pass_rates_read_samples_and_name_a_bad_line(tmp_path):
+    import json
+
+    from coral.evaluation import task_pass_rates
+
+    path = tmp_path / "samples.jsonl"
+    rows = [{"task_id": "a", "passed": True}, {"task_id": "a", "passed": False}, {"task_id": "b", "passed": True}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert task_pass_rates(path) == {"a": 0.5, "b": 1.0}
+    path.write_text(json.dumps(rows[0]) + "\n" + json.dumps({"task_id": "a"}) + "\n")
+    with pytest.raises(ValueError, match="samples.jsonl:2: not an evaluation sample record"):
+        task_pass_rates(path)

@@ -76,8 +76,14 @@ def test_demo_runs_end_to_end_and_writes_a_report(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "held-out pass@1: after SFT" in printed
     assert "held-out pass@1, 4 samples per task at temperature 1.0: after SFT" in printed  # the demo's default
+    assert "paired standard error" in printed
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) >= {"pass@1_sft", "pass@1_rl", "seed", "wall_s"}
+    # the printed change is the per-task mean: with k = 1 it equals the difference of the pass@1 figures
+    change = summary["change"]
+    assert change["greedy"]["tasks"] == 4 and change["sampled"]["tasks"] == 4
+    assert change["greedy"]["mean"] == pytest.approx(summary["pass@1_rl"] - summary["pass@1_sft"])
+    assert change["sampled"]["mean"] == pytest.approx(summary["pass@1_sampled_rl"] - summary["pass@1_sampled_sft"])
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     page = (out / "report.html").read_text()
     assert "<polyline" in page and "held-out pass@1 after SFT + RL" in page
