@@ -69,15 +69,22 @@ class Sandbox:
         return self.run_many([Job(code, tuple(tests), entry_point, test_setup, timeout_s, memory_mb)])[0]
 
     def run_many(self, jobs: Sequence[Job], progress: bool = False) -> list[ExecutionResult]:
-        """Run jobs in parallel over the workers; results come back in job order."""
+        """Run jobs in parallel over the workers; results come back in job order. With the result cache
+        on, identical jobs in one call (same code, tests and limits) run once and share the result,
+        as they would share it from the cache had they come one after the other."""
         self._start()
         assert self._pool is not None
-        futures = [self._pool.submit(self._run_job, job) for job in jobs]
-        if not progress:
-            return [f.result() for f in futures]
-        from rich.progress import track
+        slot = list(range(len(jobs)))
+        if self._cache is not None:
+            first: dict[str, int] = {}
+            slot = [first.setdefault(_cache_key(job, self), i) for i, job in enumerate(jobs)]
+        futures = {i: self._pool.submit(self._run_job, jobs[i]) for i in dict.fromkeys(slot)}
+        if progress:
+            from rich.progress import track
 
-        return [f.result() for f in track(futures, description="sandbox", total=len(futures))]
+            for future in track(futures.values(), description="sandbox", total=len(futures)):
+                future.result()
+        return [futures[i].result() for i in slot]
 
     def close(self) -> None:
         """Stop every worker and remove their temp dirs; idempotent."""

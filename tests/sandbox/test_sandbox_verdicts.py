@@ -126,6 +126,24 @@ def test_results_are_cached_by_code_and_tests():
         assert sb.run(ADD, asserts("assert candidate(1, 1) == 3"), entry_point="add") is not first
 
 
+def test_identical_jobs_in_one_batch_run_once_when_the_cache_is_on(monkeypatch):
+    from coral.sandbox import Job
+
+    ran = []
+    original = Sandbox._run_on
+    monkeypatch.setattr(Sandbox, "_run_on", lambda self, worker, job: ran.append(job.code) or original(self, worker, job))
+    good, bad = Job(ADD, asserts("assert candidate(1, 1) == 2"), "add"), Job(ADD, asserts("assert candidate(1, 1) == 3"), "add")
+    with Sandbox(workers=2, cache=True) as sb:
+        results = sb.run_many([good, bad, good, good])
+    assert len(ran) == 2  # good once, bad once
+    assert [r.tests[0].verdict for r in results] == ["pass", "fail", "pass", "pass"]
+    assert results[0] is results[2] is results[3]
+    ran.clear()
+    with Sandbox(workers=2, cache=False) as sb:  # no cache: every job runs
+        assert [r.tests[0].verdict for r in sb.run_many([good, good, bad])] == ["pass", "pass", "fail"]
+    assert len(ran) == 3
+
+
 def test_invalid_configuration_names_the_field():
     with pytest.raises(ValueError, match="workers"):
         Sandbox(workers=0)
