@@ -443,17 +443,20 @@ def _buffered_cache(model: Any, capacity: int) -> Any:
         cache = DynamicCache(config=model.config)
     except TypeError:
         return None
-    if not cache.layers or any(type(layer) is not DynamicLayer for layer in cache.layers):
+    layer_class = _buffered_layer_class()
+    if layer_class is None or not cache.layers or any(type(layer) is not DynamicLayer for layer in cache.layers):
         return None
-    if getattr(DynamicLayer(), "is_initialized", None) is not False:  # a layer API older than the one built on
-        return None
-    cache.layers = [_buffered_layer_class()(capacity) for _ in cache.layers]
+    cache.layers = [layer_class(capacity) for _ in cache.layers]
     return cache
 
 
 @functools.cache
-def _buffered_layer_class() -> type:
+def _buffered_layer_class() -> type | None:
+    """The buffered layer class, built once; None for a layer API older than the one it was built on."""
     from transformers.cache_utils import DynamicLayer
+
+    if getattr(DynamicLayer(), "is_initialized", None) is not False:
+        return None
 
     class BufferedLayer(DynamicLayer):
         """A DynamicLayer that keeps keys and values in preallocated [batch, heads, capacity, dim]
