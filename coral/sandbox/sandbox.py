@@ -74,11 +74,10 @@ class Sandbox:
         as they would share it from the cache had they come one after the other."""
         self._start()
         assert self._pool is not None
-        slot = list(range(len(jobs)))
-        if self._cache is not None:
-            first: dict[str, int] = {}
-            slot = [first.setdefault(_cache_key(job, self), i) for i, job in enumerate(jobs)]
-        futures = {i: self._pool.submit(self._run_job, jobs[i]) for i in dict.fromkeys(slot)}
+        keys = [_cache_key(job, self) if self._cache is not None else "" for job in jobs]
+        first: dict[str, int] = {}
+        slot = [first.setdefault(key, i) if key else i for i, key in enumerate(keys)]
+        futures = {i: self._pool.submit(self._run_job, jobs[i], keys[i]) for i in dict.fromkeys(slot)}
         if progress:
             from rich.progress import track
 
@@ -159,8 +158,8 @@ class Sandbox:
                     "capabilities contain it. Do not run hostile code at scale like this.", problem)
         return "none"
 
-    def _run_job(self, job: Job) -> ExecutionResult:
-        key = _cache_key(job, self) if self._cache is not None else ""
+    def _run_job(self, job: Job, key: str) -> ExecutionResult:
+        """Run one job on an idle worker; `key` is its cache key ("" when the cache is off)."""
         if key and key in self._cache:
             return self._cache[key]
         worker = self._idle.get()
