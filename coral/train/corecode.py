@@ -226,7 +226,9 @@ def build_policies(cfg: CoReCodeConfig, train: Sequence[Task]) -> dict[str, Any]
     policies = {role: tiny_policy(seed=cfg.seed * 10 + i, corpus=corpus, d_model=cfg.d_model, n_layers=cfg.n_layers)
                 for i, role in enumerate(("planner", "coder"))}
     for policy in policies.values():
-        policy.batch_size = 64  # tiny models: bigger generation batches are faster; seeded tokens do not change
+        # tiny models: bigger generation batches are faster (an RL step's 128 codes in one batch rather than
+        # two of 64: its rollout took 14% less time, median of 6 alternating runs); seeded tokens do not change
+        policy.batch_size = 128
     return policies
 
 
