@@ -48,6 +48,9 @@ class CoReCodeConfig:
     # Both shorten SFT; coder 4 epochs with window 8 (planner 6) left held-out greedy pass@1 at 0.20 (seed 0)
     sft_coder_epochs: float | None = None
     sft_length_window: int = 1
+    # SFTConfig.bf16 (forward under bfloat16 autocast). Off: at seed 0 it cut SFT from 10.2 to 9.2 min but
+    # the cold start reached held-out greedy pass@1 0.680 instead of 0.810 (README)
+    sft_bf16: bool = False
     # RL. 200 steps: held-out sampled pass@1 rose in 6 of 6 runs over 3 seeds (+0.007 to +0.102, 500 tasks);
     # at 60 and 100 steps the change was within noise (README, "CoRe-Code: what RL does here")
     rl_steps: int = 200
@@ -227,7 +230,7 @@ def build_policies(cfg: CoReCodeConfig, train: Sequence[Task]) -> dict[str, Any]
                 for i, role in enumerate(("planner", "coder"))}
     for policy in policies.values():
         # tiny models: bigger generation batches are faster (an RL step's 128 codes in one batch rather than
-        # two of 64: its rollout took 14% less time, median of 6 alternating runs); seeded tokens do not change
+        # two of 64: rollouts 5-15% faster, bench/corecode_rollout_batch.py); seeded tokens do not change
         policy.batch_size = 128
     return policies
 
@@ -450,7 +453,7 @@ def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, Any], train: Sequence[
 
     data = corecode_sft_examples(sft_tasks(cfg, train))
     sft = SFTConfig(epochs=cfg.sft_epochs, lr=cfg.sft_lr, batch_size=cfg.sft_batch_size, seed=cfg.seed,
-                    length_window=cfg.sft_length_window)
+                    length_window=cfg.sft_length_window, bf16=cfg.sft_bf16)
     per_role = {role: sft if role != "coder" or cfg.sft_coder_epochs is None
                 else replace(sft, epochs=cfg.sft_coder_epochs) for role in policies}
     with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:

@@ -1,5 +1,6 @@
 import json
 import random
+from dataclasses import replace
 
 import pytest
 import torch
@@ -118,3 +119,24 @@ def test_spare_cpus_go_to_the_first_trainer_that_asks():
         spare.give(1)
         spare.give(2)
         assert spare.take() == 3 and spare.take() == 0
+
+
+def test_bf16_sft_trains_float32_weights_under_autocast():
+    examples = corecode_sft_examples(make_tasks(24, "train", max_depth=2, seed=0))["coder"]
+    cfg = SFTConfig(epochs=10, batch_size=8, lr=3e-3, warmup_steps=2)
+    runs = {}
+    for bf16 in (False, True):
+        policy = tiny_policy(seed=0, d_model=32, n_layers=1)
+        runs[bf16] = train_sft(policy, examples, replace(cfg, bf16=bf16), progress=False)
+        assert {p.dtype for p in policy.model.parameters()} == {torch.float32}
+    assert runs[True][0] == pytest.approx(runs[False][0], rel=0.02)  # same start, bf16 rounding only
+    assert runs[True] != runs[False]  # the flag reaches the forward pass
+    assert sum(runs[True][-3:]) < 0.8 * sum(runs[True][:3])
+
+
+def test_sft_of_a_policy_without_trainable_parameters_is_refused():
+    policy = tiny_policy(seed=0, d_model=32, n_layers=1)
+    for p in policy.model.parameters():
+        p.requires_grad_(False)
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        train_sft(policy, corecode_sft_examples(make_tasks(2, "train", seed=0))["coder"], progress=False)
