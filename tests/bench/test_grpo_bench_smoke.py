@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "grpo_step_vs_trl.py"
 
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("grpo_step_vs_trl", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up here
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+@pytest.fixture
+def bench(load_bench):
+    return load_bench("grpo_step_vs_trl")
 
 
 def test_reward_is_the_fraction_of_ascii_lowercase_characters(bench):
