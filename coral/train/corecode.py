@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import shutil
 import tempfile
 import time
 from collections.abc import Sequence
@@ -400,6 +401,10 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
             _say(progress, f"SFT planner and coder: {n_sft} examples each, {epochs}"
                            + (f" ({len(train) - n_sft} tasks of unseen skeletons kept for RL)" if n_sft < len(train) else ""))
             t_sft = time.perf_counter()
+            if not cfg.resume:
+                shutil.rmtree(sft_checkpoint_dir(cfg), ignore_errors=True)
+            elif sft_checkpoint_dir(cfg).is_dir():
+                _say(progress, f"resuming SFT from {sft_checkpoint_dir(cfg)}")
             losses = sft_corecode(cfg, policies, train, progress=progress)
             for role, curve in losses.items():
                 state["sft_loss"][role] = [curve[0], curve[-1]]
@@ -415,6 +420,7 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
                 _say(progress, f"held-out pass@1 after SFT, {_sampled_label(cfg)}: "
                                f"{state['eval_sft_sampled']['pass@1']:.3f}")
             save_checkpoint(ckpt_root, 0, {r: _Holder(policies[r], learners.get(r)) for r in policies}, state)
+            shutil.rmtree(sft_checkpoint_dir(cfg), ignore_errors=True)  # the step-0 checkpoint holds the SFT result
         log = _Log(out, state["metrics"])
         rl_pool = rl_tasks(cfg, train)
         for step in range(state["step"] + 1, cfg.rl_steps + 1):
@@ -456,9 +462,15 @@ def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, Any], train: Sequence[
                     length_window=cfg.sft_length_window, bf16=cfg.sft_bf16)
     per_role = {role: sft if role != "coder" or cfg.sft_coder_epochs is None
                 else replace(sft, epochs=cfg.sft_coder_epochs) for role in policies}
+    checkpoints = {role: sft_checkpoint_dir(cfg) / f"{role}.pt" for role in policies}
     with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
         return train_sft_many({role: (policies[role], data[role], per_role[role]) for role in policies}, work,
-                              progress=progress, processes=cfg.sft_processes)
+                              progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
+
+
+def sft_checkpoint_dir(cfg: CoReCodeConfig) -> Path:
+    """Where SFT keeps each role's training state until the run's step-0 checkpoint exists."""
+    return Path(cfg.out_dir) / "sft_ckpt"
 
 
 def make_learners(cfg: CoReCodeConfig, policies: dict[str, Any], references: dict[str, Any]) -> dict[str, Any]:
@@ -505,10 +517,11 @@ class _Holder:
 
 
 def _fmt_step(m: dict[str, float], total: int) -> str:
+    # no coder/loss: the coder was not updated (frozen, or every group's rewards were equal)
+    loss = f"{m['coder/loss']:+.4f}" if "coder/loss" in m else "no update"
     return (f"step {int(m['step']):>3}/{total}  pass {m['pass_rate']:.3f}  "
             f"R(planner) {m['planner/reward']:.3f}  R(coder) {m['coder/reward']:.3f}  "
-            f"loss(coder) {m.get('coder/loss', float('nan')):+.4f}  parse-fail {m['parse_failures']:.2f}  "
-            f"{m['step_s']:.1f}s")
+            f"loss(coder) {loss}  parse-fail {m['parse_failures']:.2f}  {m['step_s']:.1f}s")
 
 
 def _paired(out: Path, before: str, after: str) -> dict[str, float]:

@@ -9,6 +9,7 @@ This module does NOT sample or score anything.
 from __future__ import annotations
 
 import math
+import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -105,10 +106,19 @@ def sft_loss(policy: Any, batch: Sequence[tuple[list[int], list[int]]]) -> torch
 
 
 def train_sft(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig = SFTConfig(),
-              log: Callable[[dict[str, float]], None] | None = None, progress: bool = True) -> list[float]:
-    """Train `policy` in place; returns the loss of every step."""
+              log: Callable[[dict[str, float]], None] | None = None, progress: bool = True,
+              checkpoint: str | Path | None = None, checkpoint_every: int = 50) -> list[float]:
+    """Train `policy` in place; returns the loss of every step.
+
+    With `checkpoint` (a file path), the whole training state (weights, optimiser, schedule, batch
+    order, losses) is written there every `checkpoint_every` steps and at the end, and a run that finds
+    the file resumes from it: a crash loses at most `checkpoint_every` steps, and the resumed run ends
+    in the state the uninterrupted one would have reached. A file written for other data or settings
+    is refused by name."""
     if not examples:
         raise ValueError("train_sft: no examples")
+    if checkpoint_every < 1:
+        raise ValueError(f"train_sft: checkpoint_every must be >= 1, got {checkpoint_every}")
     data = _tokenize(policy, examples)
     rng = random.Random(cfg.seed)
     steps_per_epoch = math.ceil(len(data) / cfg.batch_size)
@@ -120,12 +130,18 @@ def train_sft(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig = SFTC
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, cfg.warmup_steps))
                                               * 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
-    policy.train()
     losses: list[float] = []
     batches: list[list[int]] = []
     lengths = [len(p) + len(c) for p, c in data]
-    bar = _bar(progress, total, "sft")
-    for step in range(total):
+    run_id = {"config": repr(cfg), "examples": _fingerprint(data), "total": total}
+    start = 0
+    if checkpoint is not None and Path(checkpoint).is_file():
+        start, losses, batches = _load_sft_state(Path(checkpoint), run_id, policy, opt, sched, rng)
+        if log is not None:
+            log({"sft/resumed_at": start, **({"sft/loss": losses[-1]} if losses else {})})
+    policy.train()
+    bar = _bar(progress, total, "sft", done=start)
+    for step in range(start, total):
         if not batches:
             batches = epoch_batches(lengths, cfg.batch_size, cfg.length_window, rng)
         batch = [data[i] for i in batches.pop()]
@@ -140,9 +156,47 @@ def train_sft(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig = SFTC
         if log is not None:
             log({"sft/step": step, "sft/loss": losses[-1], "sft/lr": sched.get_last_lr()[0]})
         bar(losses[-1])
+        if checkpoint is not None and (step + 1 == total or (step + 1) % checkpoint_every == 0):
+            _save_sft_state(Path(checkpoint), run_id, step + 1, losses, batches, policy, opt, sched, rng)
     bar.close()
     policy.eval()
     return losses
+
+
+def _fingerprint(data: Sequence[tuple[list[int], list[int]]]) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for prompt, completion in data:
+        digest.update(repr((prompt, completion)).encode())
+    return digest.hexdigest()
+
+
+def _save_sft_state(path: Path, run_id: dict, step: int, losses: list[float], batches: list[list[int]],
+                    policy: Any, opt: Any, sched: Any, rng: random.Random) -> None:
+    """Written to a temporary name and renamed, so a crash mid-save leaves the previous state (the name
+    holds the pid: a trainer orphaned by a killed run cannot clobber the file its successor writes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    torch.save({"run": run_id, "step": step, "losses": losses, "batches": batches, "rng": rng.getstate(),
+                "model": policy.model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict()},
+               tmp)
+    tmp.replace(path)
+
+
+def _load_sft_state(path: Path, run_id: dict, policy: Any, opt: Any, sched: Any,
+                    rng: random.Random) -> tuple[int, list[float], list[list[int]]]:
+    state = torch.load(path, weights_only=False)
+    for key in ("config", "examples", "total"):
+        if state.get("run", {}).get(key) != run_id[key]:
+            what = {"config": "SFT settings", "examples": "examples", "total": "number of steps"}[key]
+            raise ValueError(f"SFT checkpoint {path} was written by a run with other {what}; "
+                             "delete it to start this SFT over")
+    policy.model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    sched.load_state_dict(state["scheduler"])
+    rng.setstate(state["rng"])
+    return state["step"], list(state["losses"]), [list(b) for b in state["batches"]]
 
 
 def epoch_batches(lengths: Sequence[int], batch_size: int, window: int, rng: random.Random) -> list[list[int]]:
@@ -158,7 +212,7 @@ def epoch_batches(lengths: Sequence[int], batch_size: int, window: int, rng: ran
 
 
 class _bar:
-    def __init__(self, enabled: bool, total: int, name: str):
+    def __init__(self, enabled: bool, total: int, name: str, done: int = 0):
         self.p = None
         if enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -166,7 +220,7 @@ class _bar:
             self.p = Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
                               TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn())
             self.p.start()
-            self.t = self.p.add_task(name, total=total, loss=float("nan"))
+            self.t = self.p.add_task(name, total=total, completed=done, loss=float("nan"))
 
     def __call__(self, loss: float) -> None:
         if self.p is not None:
@@ -179,24 +233,25 @@ class _bar:
 
 # ------------------------------------------------------------------------ several policies at once
 def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]], workdir: str | Path,
-                   progress: bool = True, processes: int | None = None) -> dict[str, list[float]]:
+                   progress: bool = True, processes: int | None = None,
+                   checkpoints: dict[str, Path] | None = None) -> dict[str, list[float]]:
     """Train several independent policies (e.g. planner and coder) in place; returns each one's losses.
 
     With `processes` > 1 (default: one per policy, at most the CPU count) each policy trains in its
     own spawned process with cpu_count // processes torch threads, and a trainer still running takes
     over the threads of those that finished. The policies travel through
     `workdir` (written with `save`, read back into the same policy objects). A failing trainer raises
-    with its name; nothing is half-loaded.
+    with its name; nothing is half-loaded. `checkpoints` maps a policy's name to its `train_sft`
+    checkpoint file (resumed when present).
     """
-    import os
-
     names = list(jobs)
+    checkpoints = checkpoints or {}
     cpus = os.cpu_count() or 1
     processes = min(len(names), cpus) if processes is None else processes
     if processes <= 1 or len(names) == 1:
         out = {}
         for name, (policy, examples, cfg) in jobs.items():
-            out[name] = train_sft(policy, examples, cfg, progress=progress)
+            out[name] = train_sft(policy, examples, cfg, progress=progress, checkpoint=checkpoints.get(name))
         return out
     import multiprocessing
     import queue as queue_module
@@ -214,7 +269,7 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
         spare = SpareCpus(manager)
         with ProcessPoolExecutor(processes, mp_context=ctx) as pool:
             futures = {name: pool.submit(_sft_worker, name, str(workdir), list(examples), cfg, threads, queue,
-                                         spare)
+                                         spare, checkpoints.get(name))
                        for name, (_, examples, cfg) in jobs.items()}
             totals = {name: max(1, int(math.ceil(len(ex) / cfg.batch_size) * cfg.epochs))
                       for name, (_, ex, cfg) in jobs.items()}
@@ -227,9 +282,9 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
             try:
                 while pending:
                     try:
-                        name, loss = queue.get(timeout=0.5)
+                        name, loss, steps = queue.get(timeout=0.5)
                         if bars.p is not None:
-                            bars.p.update(rows[name], advance=1, loss=loss)
+                            bars.p.update(rows[name], advance=steps, **({} if loss is None else {"loss": loss}))
                     except queue_module.Empty:  # no progress in 0.5 s: look for finished or failed workers
                         pass
                     for name in [n for n in pending if futures[n].done()]:
@@ -273,18 +328,21 @@ class SpareCpus:
 
 
 def _sft_worker(name: str, workdir: str, examples: list[SFTExample], cfg: SFTConfig, threads: int,
-                queue: Any, spare: SpareCpus) -> list[float]:
+                queue: Any, spare: SpareCpus, checkpoint: Path | None = None) -> list[float]:
     from coral.policy.hf import HFPolicy
 
     torch.set_num_threads(threads)
     policy = HFPolicy.load(Path(workdir) / "init" / name)
 
     def log(metrics: dict[str, float]) -> None:
-        queue.put((name, metrics["sft/loss"]))
+        if "sft/resumed_at" in metrics:  # the steps a checkpoint already holds
+            queue.put((name, metrics.get("sft/loss"), int(metrics["sft/resumed_at"])))
+            return
+        queue.put((name, metrics["sft/loss"], 1))
         extra = spare.take()
         if extra:
             torch.set_num_threads(torch.get_num_threads() + extra)
 
-    losses = train_sft(policy, examples, cfg, log=log, progress=False)
+    losses = train_sft(policy, examples, cfg, log=log, progress=False, checkpoint=checkpoint)
     policy.save(Path(workdir) / "trained" / name)
     return losses

@@ -281,3 +281,30 @@ def test_dr_grpo_keeps_the_efficiency_bonus_small_where_grpo_inflates_it():
     assert g[:4].abs().max() > g[4:].abs().max()  # grpo: efficiency noise outweighs correctness
     assert d[:4].abs().max() < 0.1 * d[4:].abs().max()  # dr_grpo: the bonus keeps its weight
     assert CoReCodeConfig().advantage == "dr_grpo"
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_run_resumes_sft_from_its_state_and_drops_it_after_the_step_zero_checkpoint(tmp_path, resume):
+    from coral.train.corecode import sft_checkpoint_dir, train_corecode
+
+    cfg = CoReCodeConfig(**{**SMALL, "rl_steps": 1, "eval_samples": 0, "out_dir": str(tmp_path / "run"),
+                            "resume": resume})
+    train, _ = build_tasks(cfg)
+    sft_corecode(cfg, build_policies(cfg, train), train, progress=False)  # as if the run died right after SFT
+    for role in ("planner", "coder"):  # mark the saved losses, to see whether the run reads them
+        path = sft_checkpoint_dir(cfg) / f"{role}.pt"
+        state = torch.load(path, weights_only=False)
+        torch.save({**state, "losses": [9.0] * len(state["losses"])}, path)
+    summary = train_corecode(cfg, progress=False)
+    marked = {role: summary["sft_loss"][role] == [9.0, 9.0] for role in ("planner", "coder")}
+    assert marked == {"planner": resume, "coder": resume}  # resume=False trains SFT over, from scratch
+    assert not sft_checkpoint_dir(cfg).exists()
+
+
+def test_the_step_line_says_when_the_coder_was_not_updated():
+    from coral.train.corecode import _fmt_step
+
+    m = {"step": 3.0, "pass_rate": 0.0, "planner/reward": 0.0, "coder/reward": 0.0, "parse_failures": 1.0,
+         "step_s": 0.2}
+    assert "loss(coder) no update" in _fmt_step(m, 10)
+    assert "loss(coder) -0.0125" in _fmt_step({**m, "coder/loss": -0.0125}, 10)

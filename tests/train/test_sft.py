@@ -140,3 +140,70 @@ def test_sft_of_a_policy_without_trainable_parameters_is_refused():
         p.requires_grad_(False)
     with pytest.raises(ValueError, match="no trainable parameters"):
         train_sft(policy, corecode_sft_examples(make_tasks(2, "train", seed=0))["coder"], progress=False)
+
+
+class _Crash(Exception):
+    pass
+
+
+def _crash_at(step):
+    def log(metrics):
+        if metrics.get("sft/step") == step:
+            raise _Crash
+    return log
+
+
+def test_sft_killed_mid_run_resumes_from_its_checkpoint_to_the_uninterrupted_state(tmp_path):
+    examples = corecode_sft_examples(make_tasks(24, "train", max_depth=2, seed=0))["coder"]
+    cfg = SFTConfig(epochs=3, batch_size=8, warmup_steps=2, seed=0)  # 9 steps, over 3 epochs of batch orders
+    clean = tiny_policy(seed=0, d_model=32, n_layers=1)
+    clean_losses = train_sft(clean, examples, cfg, progress=False)
+    ckpt = tmp_path / "sft" / "coder.pt"
+    crashed = tiny_policy(seed=0, d_model=32, n_layers=1)
+    with pytest.raises(_Crash):  # dies in step index 6, after the checkpoint of steps 0-3
+        train_sft(crashed, examples, cfg, progress=False, checkpoint=ckpt, checkpoint_every=4, log=_crash_at(6))
+    assert torch.load(ckpt, weights_only=False)["step"] == 4
+    resumed_at = []
+    resumed = tiny_policy(seed=0, d_model=32, n_layers=1)  # a new process: fresh weights, state from the file
+    losses = train_sft(resumed, examples, cfg, progress=False, checkpoint=ckpt, checkpoint_every=4,
+                       log=lambda m: resumed_at.append(m["sft/resumed_at"]) if "sft/resumed_at" in m else None)
+    assert resumed_at == [4]
+    assert losses == clean_losses
+    for (name, a), b in zip(clean.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    assert torch.load(ckpt, weights_only=False)["step"] == 9  # the end is saved too
+
+
+def test_an_sft_checkpoint_of_another_run_is_refused_by_name(tmp_path):
+    examples = corecode_sft_examples(make_tasks(8, "train", seed=0))["coder"]
+    ckpt = tmp_path / "coder.pt"
+    train_sft(tiny_policy(seed=0, d_model=32, n_layers=1), examples, SFTConfig(epochs=1, batch_size=4),
+              progress=False, checkpoint=ckpt)
+    with pytest.raises(ValueError, match=r"coder.pt was written by a run with other SFT settings"):
+        train_sft(tiny_policy(seed=0, d_model=32, n_layers=1), examples, SFTConfig(epochs=1, batch_size=2),
+                  progress=False, checkpoint=ckpt)
+    with pytest.raises(ValueError, match=r"coder.pt was written by a run with other examples"):
+        train_sft(tiny_policy(seed=0, d_model=32, n_layers=1), examples[:-1], SFTConfig(epochs=1, batch_size=4),
+                  progress=False, checkpoint=ckpt)
+
+
+def test_parallel_sft_resumes_each_policy_from_its_own_checkpoint(tmp_path):
+    from coral.train.sft import train_sft_many
+
+    data = corecode_sft_examples(make_tasks(16, "train", seed=0))
+    cfg = SFTConfig(epochs=2, batch_size=8, warmup_steps=1, seed=0)
+    checkpoints = {"planner": tmp_path / "ck" / "planner.pt", "coder": tmp_path / "ck" / "coder.pt"}
+
+    def fresh():
+        return {role: tiny_policy(seed=i, d_model=32, n_layers=1) for i, role in enumerate(("planner", "coder"))}
+
+    first = fresh()
+    losses = train_sft_many({r: (p, data[r], cfg) for r, p in first.items()}, tmp_path / "a", progress=False,
+                            processes=2, checkpoints=checkpoints)
+    again = fresh()  # both files hold finished runs: the second call only loads them
+    resumed = train_sft_many({r: (p, data[r], cfg) for r, p in again.items()}, tmp_path / "b", progress=False,
+                             processes=2, checkpoints=checkpoints)
+    assert resumed == losses
+    for role in ("planner", "coder"):
+        for name, t in first[role].model.state_dict().items():
+            assert torch.equal(again[role].model.state_dict()[name], t), f"{role}.{name}"
