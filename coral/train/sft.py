@@ -178,9 +178,10 @@ def _save_sft_state(path: Path, run_id: dict, step: int, losses: list[float], ba
     holds the pid: a trainer orphaned by a killed run cannot clobber the file its successor writes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    # only what training changes: a LoRA run's frozen base weights are not copied every 50 steps
+    trained = {name: p.detach() for name, p in policy.model.named_parameters() if p.requires_grad}
     torch.save({"run": run_id, "step": step, "losses": losses, "batches": batches, "rng": rng.getstate(),
-                "model": policy.model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict()},
-               tmp)
+                "trained": trained, "optimizer": opt.state_dict(), "scheduler": sched.state_dict()}, tmp)
     tmp.replace(path)
 
 
@@ -192,7 +193,11 @@ def _load_sft_state(path: Path, run_id: dict, policy: Any, opt: Any, sched: Any,
             what = {"config": "SFT settings", "examples": "examples", "total": "number of steps"}[key]
             raise ValueError(f"SFT checkpoint {path} was written by a run with other {what}; "
                              "delete it to start this SFT over")
-    policy.model.load_state_dict(state["model"])
+    trainable = {name for name, p in policy.model.named_parameters() if p.requires_grad}
+    if set(state["trained"]) != trainable:
+        raise ValueError(f"SFT checkpoint {path} holds other trainable parameters than this policy's; "
+                         "delete it to start this SFT over")
+    policy.model.load_state_dict(state["trained"], strict=False)
     opt.load_state_dict(state["optimizer"])
     sched.load_state_dict(state["scheduler"])
     rng.setstate(state["rng"])

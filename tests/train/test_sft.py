@@ -207,3 +207,17 @@ def test_parallel_sft_resumes_each_policy_from_its_own_checkpoint(tmp_path):
     for role in ("planner", "coder"):
         for name, t in first[role].model.state_dict().items():
             assert torch.equal(again[role].model.state_dict()[name], t), f"{role}.{name}"
+
+
+def test_an_sft_checkpoint_holds_only_the_trained_parameters(tmp_path):
+    examples = corecode_sft_examples(make_tasks(8, "train", seed=0))["coder"]
+    policy = tiny_policy(seed=0, d_model=32, n_layers=1)
+    for name, p in policy.model.named_parameters():
+        p.requires_grad_(name.startswith("model.layers."))  # embeddings, final norm and head frozen
+    trained = {n for n, p in policy.model.named_parameters() if p.requires_grad}
+    ckpt = tmp_path / "coder.pt"
+    train_sft(policy, examples, SFTConfig(epochs=1, batch_size=4), progress=False, checkpoint=ckpt)
+    assert set(torch.load(ckpt, weights_only=False)["trained"]) == trained
+    unfrozen = tiny_policy(seed=0, d_model=32, n_layers=1)  # all trainable: not the run that wrote the file
+    with pytest.raises(ValueError, match="other trainable parameters"):
+        train_sft(unfrozen, examples, SFTConfig(epochs=1, batch_size=4), progress=False, checkpoint=ckpt)
