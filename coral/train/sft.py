@@ -133,7 +133,8 @@ def train_sft(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig = SFTC
     losses: list[float] = []
     batches: list[list[int]] = []
     lengths = [len(p) + len(c) for p, c in data]
-    run_id = {"config": repr(cfg), "examples": _fingerprint(data), "total": total}
+    # what a checkpoint must match to be resumed; the examples are hashed only when there is a checkpoint
+    run_id = {"config": repr(cfg), "examples": _fingerprint(data), "total": total} if checkpoint is not None else {}
     start = 0
     if checkpoint is not None and Path(checkpoint).is_file():
         start, losses, batches = _load_sft_state(Path(checkpoint), run_id, policy, opt, sched, rng)
