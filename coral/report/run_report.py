@@ -48,12 +48,13 @@ def write_run_report(run_dir: Path) -> Path:
     history = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
     summary = json.loads((run_dir / "summary.json").read_text())
     config = (run_dir / "config.json").read_text() if (run_dir / "config.json").exists() else "{}"
-    figures = [("held-out pass@1 after SFT (greedy)", summary["pass@1_sft"]),
-               ("held-out pass@1 after SFT + RL (greedy)", summary["pass@1_rl"])]
-    if "pass@1_sampled_rl" in summary:
-        n = summary["eval_samples"]
-        figures += [(f"held-out pass@1 after SFT ({n} samples per task)", summary["pass@1_sampled_sft"]),
-                    (f"held-out pass@1 after SFT + RL ({n} samples per task)", summary["pass@1_sampled_rl"])]
+    figures = []
+    for key, what in (("", "held-out pass@1, new skeletons (test split)"),
+                      ("_fresh", "held-out pass@1, tasks of the training skeletons")):
+        for how, label in (("", "greedy"), ("_sampled", f"{summary.get('eval_samples')} samples per task")):
+            if f"pass@1{key}{how}_rl" in summary:
+                figures += [(f"{what}, after SFT ({label})", summary[f"pass@1{key}{how}_sft"]),
+                            (f"{what}, after SFT + RL ({label})", summary[f"pass@1{key}{how}_rl"])]
     figures.append(("wall time (min)", summary["wall_s"] / 60))
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v:.3f}</td></tr>" for k, v in figures)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>coral run report</title>

@@ -71,22 +71,29 @@ def test_demo_runs_end_to_end_and_writes_a_report(tmp_path, capsys):
     rc = main(["demo", "--no-progress", "--out-dir", str(out), "--n-train-tasks", "40", "--n-test-tasks", "4",
                "--d-model", "32", "--n-layers", "1", "--sft-epochs", "0.5", "--rl-steps", "2",
                "--tasks-per-step", "2", "--plans-per-task", "2", "--codes-per-plan", "2",
-               "--max-new-tokens", "16", "--sandbox-workers", "1"])
+               "--max-new-tokens", "16", "--sandbox-workers", "1", "--n-fresh-tasks", "3"])
     assert rc == 0
     printed = capsys.readouterr().out
-    assert "held-out pass@1: after SFT" in printed
-    assert "held-out pass@1, 4 samples per task at temperature 1.0: after SFT" in printed  # the demo's default
-    assert "paired standard error" in printed
+    assert "held-out pass@1 after SFT -> after SFT + RL (seed 0" in printed
+    # both held-out sets, greedy and sampled (4 samples per task is the demo's default)
+    assert "new skeletons (test split), 4 tasks, greedy:" in printed
+    assert "new skeletons (test split), 4 tasks, 4 samples per task at temperature 1.0:" in printed
+    assert "tasks of the training skeletons, 3 tasks, greedy:" in printed
+    assert "tasks of the training skeletons, 3 tasks, 4 samples per task at temperature 1.0:" in printed
+    assert printed.count("paired standard error") == 5  # four changes and the note on noise
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary) >= {"pass@1_sft", "pass@1_rl", "seed", "wall_s"}
+    assert set(summary) >= {"pass@1_sft", "pass@1_rl", "seed", "wall_s", "pass@1_fresh_sft", "pass@1_fresh_rl"}
     # the printed change is the per-task mean: with k = 1 it equals the difference of the pass@1 figures
     change = summary["change"]
-    assert change["greedy"]["tasks"] == 4 and change["sampled"]["tasks"] == 4
-    assert change["greedy"]["mean"] == pytest.approx(summary["pass@1_rl"] - summary["pass@1_sft"])
-    assert change["sampled"]["mean"] == pytest.approx(summary["pass@1_sampled_rl"] - summary["pass@1_sampled_sft"])
+    assert {k: change[k]["tasks"] for k in change} == {"greedy": 4, "sampled": 4, "fresh_greedy": 3,
+                                                        "fresh_sampled": 3}
+    for key, figure in (("greedy", ""), ("sampled", "_sampled"), ("fresh_greedy", "_fresh"),
+                        ("fresh_sampled", "_fresh_sampled")):
+        assert change[key]["mean"] == pytest.approx(summary[f"pass@1{figure}_rl"] - summary[f"pass@1{figure}_sft"])
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     page = (out / "report.html").read_text()
-    assert "<polyline" in page and "held-out pass@1 after SFT + RL" in page
+    assert "<polyline" in page and "new skeletons (test split), after SFT + RL (greedy)" in page
+    assert "tasks of the training skeletons, after SFT + RL (4 samples per task)" in page
     assert (out / "final" / "coder" / "config.json").is_file()
     # the saved coder is a model `coral eval --model` accepts
     assert main(["eval", "--workflow", "single", "--bench", "procedural-test", "--limit", "2",

@@ -135,7 +135,7 @@ def test_the_coder_can_have_its_own_sft_epochs_and_rl_updates_reach_the_learners
 
 SMALL = dict(n_train_tasks=60, n_test_tasks=6, d_model=32, n_layers=1, sft_epochs=0.3, sft_batch_size=8,
              rl_steps=4, tasks_per_step=2, plans_per_task=2, codes_per_plan=2, max_new_tokens=24,
-             checkpoint_every=1, efficiency_weight=0.0, eval_batch=6, sandbox_workers=1)
+             checkpoint_every=1, efficiency_weight=0.0, eval_batch=6, sandbox_workers=1, n_fresh_tasks=3)
 
 
 def _train_cmd(out_dir):
@@ -260,6 +260,43 @@ def test_rl_can_train_on_skeletons_kept_out_of_sft():
         CoReCodeConfig(rl_skeleton_fraction=1.0)
     with pytest.raises(ValueError, match="set one"):
         CoReCodeConfig(rl_skeleton_fraction=0.2, rl_max_depth=3)
+
+
+def test_fresh_tasks_are_new_train_split_tasks_that_neither_sft_nor_rl_sees():
+    from coral.benchmarks.procedural import make_tasks
+    from coral.train.corecode import fresh_tasks, rl_tasks
+
+    cfg = CoReCodeConfig(n_train_tasks=300, n_test_tasks=10, n_fresh_tasks=50, max_depth=2)
+    train, _ = build_tasks(cfg)
+    fresh = fresh_tasks(cfg, train, rl_tasks(cfg, train))
+    assert len(fresh) == 50 == len({t.id for t in fresh})
+    assert not {t.id for t in fresh} & {t.id for t in train}
+    assert {t.metadata["split"] for t in fresh} == {"train"}
+    assert [t.id for t in fresh] == [t.id for t in make_tasks(350, "train", max_depth=2, seed=0)[300:]]
+    # rl_max_depth draws other train-split tasks for RL: a fresh task is never one of them
+    deeper = CoReCodeConfig(n_train_tasks=300, n_test_tasks=10, n_fresh_tasks=50, max_depth=2, rl_max_depth=3)
+    pool = rl_tasks(deeper, train)
+    overlap = {t.id for t in make_tasks(350, "train", max_depth=2, seed=0)[300:]} & {t.id for t in pool}
+    assert overlap  # the case is exercised: the plain tail holds some of RL's tasks
+    fresh_deeper = fresh_tasks(deeper, train, pool)
+    assert len(fresh_deeper) == 50 and not {t.id for t in fresh_deeper} & ({t.id for t in pool} | {t.id for t in train})
+    assert fresh_tasks(CoReCodeConfig(n_train_tasks=300, n_fresh_tasks=0), train, train) == []
+    shallow = CoReCodeConfig(n_train_tasks=50, n_test_tasks=10, n_fresh_tasks=1000, max_depth=1)
+    with pytest.raises(ValueError, match="'n_fresh_tasks'=1000 asks for more train-split tasks than there are"):
+        fresh_tasks(shallow, build_tasks(shallow)[0], [])
+    with pytest.raises(ValueError, match="'n_fresh_tasks' must be >= 0"):
+        CoReCodeConfig(n_fresh_tasks=-1)
+
+
+def test_a_run_refuses_to_resume_with_evaluations_it_has_no_sft_figure_for(tmp_path):
+    from coral.train.corecode import train_corecode
+
+    cfg = {**SMALL, "rl_steps": 1, "eval_samples": 0, "n_fresh_tasks": 0, "out_dir": str(tmp_path / "run")}
+    train_corecode(CoReCodeConfig(**cfg), progress=False)
+    with pytest.raises(ValueError, match="no eval_sft_fresh after SFT"):
+        train_corecode(CoReCodeConfig(**{**cfg, "rl_steps": 2, "n_fresh_tasks": 3}), progress=False)
+    with pytest.raises(ValueError, match="no eval_sft_sampled after SFT"):
+        train_corecode(CoReCodeConfig(**{**cfg, "rl_steps": 2, "eval_samples": 2}), progress=False)
 
 
 def test_dr_grpo_keeps_the_efficiency_bonus_small_where_grpo_inflates_it():
