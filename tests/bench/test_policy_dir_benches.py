@@ -7,7 +7,7 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("script", ["corecode_failures", "corecode_rollout_batch"])
+@pytest.mark.parametrize("script", ["corecode_failures", "corecode_rollout_batch", "corecode_compare"])
 @pytest.mark.parametrize("present, missing", [("planner", "coder"), ("coder", "planner")])
 def test_a_directory_without_a_policy_is_refused_by_name(load_bench, tmp_path, monkeypatch, script, present, missing):
     (tmp_path / present).mkdir()
