@@ -512,7 +512,7 @@ def _evaluate(cfg: CoReCodeConfig, policies: dict[str, Any], sets: dict[str, lis
         tasks = sets["fresh" if "_fresh" in name else "test"]
         samples = cfg.eval_samples if name.endswith("_sampled") else 0
         out[full] = evaluate_pass1(cfg, policies, tasks, sandbox, full, samples=samples)
-        what = ("held-out tasks of the training skeletons" if "_fresh" in name else "held-out skeletons (test split)")
+        what = ("held out, tasks of the training skeletons" if "_fresh" in name else "held out, new skeletons (test split)")
         how = _sampled_label(cfg) if samples else "greedy"
         _say(progress, f"pass@1 after {'SFT' if when == 'sft' else 'SFT + RL'}, {what}, {how}: "
                        f"{out[full]['pass@1']:.3f}")
