@@ -49,7 +49,8 @@ def main() -> None:
                     continue
                 for kind, samples in kinds:
                     name = f"m{i}_{key}_{samples}"
-                    rate = evaluate_pass1(cfg, policies, tasks, sandbox, name, samples=samples)["pass@1"]
+                    bench = "procedural-train-unseen" if key == "fresh" else "procedural-test"
+                    rate = evaluate_pass1(cfg, policies, tasks, sandbox, name, samples=samples, bench=bench)["pass@1"]
                     line = f"  {label}, {len(tasks)} tasks, {kind}: pass@1 {rate:.3f}"
                     if i > 0:
                         c = _paired(args.out, f"m0_{key}_{samples}", name)

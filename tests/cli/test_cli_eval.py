@@ -91,6 +91,10 @@ def test_demo_runs_end_to_end_and_writes_a_report(tmp_path, capsys):
                         ("fresh_sampled", "_fresh_sampled")):
         assert change[key]["mean"] == pytest.approx(summary[f"pass@1{figure}_rl"] - summary[f"pass@1{figure}_sft"])
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    labels = {d: json.loads((out / d / "summary.json").read_text())["config"]["bench"]
+              for d in ("eval_sft", "eval_rl_sampled", "eval_sft_fresh", "eval_rl_fresh_sampled")}
+    assert labels == {"eval_sft": "procedural-test", "eval_rl_sampled": "procedural-test",
+                      "eval_sft_fresh": "procedural-train-unseen", "eval_rl_fresh_sampled": "procedural-train-unseen"}
     page = (out / "report.html").read_text()
     assert "<polyline" in page and "new skeletons (test split), after SFT + RL (greedy)" in page
     assert "tasks of the training skeletons, after SFT + RL (4 samples per task)" in page
