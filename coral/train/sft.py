@@ -120,9 +120,9 @@ def train_sft(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig = SFTC
     if checkpoint_every < 1:
         raise ValueError(f"train_sft: checkpoint_every must be >= 1, got {checkpoint_every}")
     data = _tokenize(policy, examples)
-    rng = random.Random(cfg.seed)
-    steps_per_epoch = math.ceil(len(data) / cfg.batch_size)
-    total = max(1, int(steps_per_epoch * cfg.epochs))
+    lengths = [len(p) + len(c) for p, c in data]
+    plan = batch_plan(lengths, cfg)
+    total = len(plan)
     params = [p for p in policy.parameters() if p.requires_grad]
     if not params:
         raise ValueError("train_sft: the policy has no trainable parameters")
@@ -131,21 +131,17 @@ def train_sft(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig = SFTC
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, cfg.warmup_steps))
                                               * 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
     losses: list[float] = []
-    batches: list[list[int]] = []
-    lengths = [len(p) + len(c) for p, c in data]
     # what a checkpoint must match to be resumed; the examples are hashed only when there is a checkpoint
     run_id = {"config": repr(cfg), "examples": _fingerprint(data), "total": total} if checkpoint is not None else {}
     start = 0
     if checkpoint is not None and Path(checkpoint).is_file():
-        start, losses, batches = _load_sft_state(Path(checkpoint), run_id, policy, opt, sched, rng)
+        start, losses = _load_sft_state(Path(checkpoint), run_id, policy, opt, sched)
         if log is not None:
             log({"sft/resumed_at": start, **({"sft/loss": losses[-1]} if losses else {})})
     policy.train()
     bar = _bar(progress, total, "sft", done=start)
     for step in range(start, total):
-        if not batches:
-            batches = epoch_batches(lengths, cfg.batch_size, cfg.length_window, rng)
-        batch = [data[i] for i in batches.pop()]
+        batch = [data[i] for i in plan[step]]
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
             loss = sft_loss(policy, batch)
         opt.zero_grad(set_to_none=True)
@@ -158,7 +154,7 @@ def train_sft(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig = SFTC
             log({"sft/step": step, "sft/loss": losses[-1], "sft/lr": sched.get_last_lr()[0]})
         bar(losses[-1])
         if checkpoint is not None and (step + 1 == total or (step + 1) % checkpoint_every == 0):
-            _save_sft_state(Path(checkpoint), run_id, step + 1, losses, batches, policy, opt, sched, rng)
+            _save_sft_state(Path(checkpoint), run_id, step + 1, losses, policy, opt, sched)
     bar.close()
     policy.eval()
     return losses
@@ -173,21 +169,19 @@ def _fingerprint(data: Sequence[tuple[list[int], list[int]]]) -> str:
     return digest.hexdigest()
 
 
-def _save_sft_state(path: Path, run_id: dict, step: int, losses: list[float], batches: list[list[int]],
-                    policy: Any, opt: Any, sched: Any, rng: random.Random) -> None:
+def _save_sft_state(path: Path, run_id: dict, step: int, losses: list[float], policy: Any, opt: Any,
+                    sched: Any) -> None:
     """Written to a temporary name and renamed, so a crash mid-save leaves the previous state (the name
     holds the pid: a trainer orphaned by a killed run cannot clobber the file its successor writes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     # only what training changes: a LoRA run's frozen base weights are not copied every 50 steps
     trained = {name: p.detach() for name, p in policy.model.named_parameters() if p.requires_grad}
-    torch.save({"run": run_id, "step": step, "losses": losses, "batches": batches, "rng": rng.getstate(),
-                "trained": trained, "optimizer": opt.state_dict(), "scheduler": sched.state_dict()}, tmp)
+    torch.save({"run": run_id, "step": step, "losses": losses, "trained": trained, "optimizer": opt.state_dict(), "scheduler": sched.state_dict()}, tmp)
     tmp.replace(path)
 
 
-def _load_sft_state(path: Path, run_id: dict, policy: Any, opt: Any, sched: Any,
-                    rng: random.Random) -> tuple[int, list[float], list[list[int]]]:
+def _load_sft_state(path: Path, run_id: dict, policy: Any, opt: Any, sched: Any) -> tuple[int, list[float]]:
     state = torch.load(path, weights_only=False)
     for key in ("config", "examples", "total"):
         if state.get("run", {}).get(key) != run_id[key]:
@@ -201,8 +195,24 @@ def _load_sft_state(path: Path, run_id: dict, policy: Any, opt: Any, sched: Any,
     policy.model.load_state_dict(state["trained"], strict=False)
     opt.load_state_dict(state["optimizer"])
     sched.load_state_dict(state["scheduler"])
-    rng.setstate(state["rng"])
-    return state["step"], list(state["losses"]), [list(b) for b in state["batches"]]
+    return state["step"], list(state["losses"])
+
+
+def batch_plan(lengths: Sequence[int], cfg: SFTConfig) -> list[list[int]]:
+    """Every step's batch (indices into the examples), in training order: ceil(N / batch_size) x epochs
+    steps drawn from seeded per-epoch orders (`epoch_batches`, last batch first). A resumed run and the
+    thread schedule of parallel trainers read the same plan."""
+    if not lengths:
+        raise ValueError("batch_plan: no examples")
+    rng = random.Random(cfg.seed)
+    total = max(1, int(math.ceil(len(lengths) / cfg.batch_size) * cfg.epochs))
+    plan: list[list[int]] = []
+    batches: list[list[int]] = []
+    while len(plan) < total:
+        if not batches:
+            batches = epoch_batches(lengths, cfg.batch_size, cfg.length_window, rng)
+        plan.append(batches.pop())
+    return plan
 
 
 def epoch_batches(lengths: Sequence[int], batch_size: int, window: int, rng: random.Random) -> list[list[int]]:
@@ -245,7 +255,8 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
 
     With `processes` > 1 (default: one per policy, at most the CPU count) each policy trains in its
     own spawned process with cpu_count // processes torch threads, and a trainer still running takes
-    over the threads of those that finished. The policies travel through
+    over the threads of those that finished, at a step fixed before training (`thread_schedule`), so that
+    a run's weights do not depend on timing. The policies travel through
     `workdir` (written with `save`, read back into the same policy objects). A failing trainer raises
     with its name; nothing is half-loaded. `checkpoints` maps a policy's name to its `train_sft`
     checkpoint file (resumed when present).
@@ -268,14 +279,18 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
         policy.save(workdir / "init" / name)
     ctx = multiprocessing.get_context("spawn")
     threads = max(1, cpus // processes)
+    # the demo's planner ends well before its coder, which then trains on both CPUs
+    schedule = thread_schedule({name: step_costs(policy, examples, cfg) for name, (policy, examples, cfg) in jobs.items()},
+                               processes, threads)
+    if progress:
+        for name, plan in schedule.items():
+            for step, count in plan.items():
+                print(f"sft {name}: {count} threads from step {step} on (planned from the steps' estimated costs)")
     with ctx.Manager() as manager:
         queue = manager.Queue()
-        # CPUs that finished trainers left; a running trainer claims them (the demo's planner ends
-        # well before its coder, which then trains on both CPUs)
-        spare = SpareCpus(manager)
         with ProcessPoolExecutor(processes, mp_context=ctx) as pool:
             futures = {name: pool.submit(_sft_worker, name, str(workdir), list(examples), cfg, threads, queue,
-                                         spare, checkpoints.get(name))
+                                         schedule[name], checkpoints.get(name))
                        for name, (_, examples, cfg) in jobs.items()}
             totals = {name: max(1, int(math.ceil(len(ex) / cfg.batch_size) * cfg.epochs))
                       for name, (_, ex, cfg) in jobs.items()}
@@ -295,8 +310,6 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
                         pass
                     for name in [n for n in pending if futures[n].done()]:
                         pending.discard(name)
-                        if len(pending) < processes:  # no trainer waits to start: its CPUs are free
-                            spare.give(threads)
             finally:
                 bars.close()
             losses = {}
@@ -314,40 +327,108 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
     return losses
 
 
-class SpareCpus:
-    """CPUs given back by finished trainers, shared through a multiprocessing manager; the first
-    running trainer to ask takes them all."""
+# attention's cost per token and layer, in units of hidden_size x context length, relative to a parameter's 2:
+# fitted to CPU step times of the demo's tiny planner and coder (one thread; 0.31 s and 0.50 s a step,
+# where padded tokens alone predict 0.44 s for the coder)
+ATTENTION_COST = 17.0
 
-    def __init__(self, manager: Any) -> None:
-        self.count, self.lock = manager.Value("i", 0), manager.Lock()
 
-    def give(self, cpus: int) -> None:
-        with self.lock:
-            self.count.value += cpus
+def step_costs(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig) -> list[float]:
+    """Each SFT step's estimated cost, from the batch plan that `train_sft` will follow: a padded batch of
+    B examples of length L costs B x L x (2 x parameters + ATTENTION_COST x layers x hidden_size x L), or
+    B x L for a model without those config fields. No examples: no steps (the trainer reports the error)."""
+    if not examples:
+        return []
+    lengths = [len(p) + len(c) for p, c in _tokenize(policy, examples)]
+    config = getattr(getattr(policy, "model", None), "config", None)
+    layers, hidden = getattr(config, "num_hidden_layers", None), getattr(config, "hidden_size", None)
+    per_token, per_context = 1.0, 0.0
+    if isinstance(layers, int) and isinstance(hidden, int):
+        per_token = 2.0 * sum(p.numel() for p in policy.model.parameters())
+        per_context = ATTENTION_COST * layers * hidden
+    costs = []
+    for batch in batch_plan(lengths, cfg):
+        longest = max(lengths[i] for i in batch)
+        costs.append(len(batch) * longest * (per_token + per_context * longest))
+    return costs
 
-    def take(self) -> int:
-        if self.count.value == 0:  # the common case: one read, no lock
-            return 0
-        with self.lock:
-            cpus, self.count.value = self.count.value, 0
-        return cpus
+
+def thread_schedule(costs: dict[str, Sequence[float]], processes: int, threads: int) -> dict[str, dict[int, int]]:
+    """When each parallel trainer changes its torch thread count: {name: {step: threads from that step on}}.
+
+    Torch's CPU kernels split their sums by thread count, so a step's arithmetic depends on it; a trainer
+    that took over a finished one's CPUs whenever it noticed would end, run to run, in weights a few
+    float32 ulps apart (and a resumed run would not match an uninterrupted one). The schedule is fixed
+    before training instead, by simulating it from each step's estimated cost (`costs[name][step]`, a
+    step with k threads taking cost / k): jobs start in order on `processes` processes of `threads`
+    threads; a job that ends hands its process to the next waiting job, or, when none waits, its threads
+    to the running job with the most time left, from that job's next step on. An estimate that is off
+    costs speed (a CPU idles, or one is shared for a while), never reproducibility.
+    """
+    if processes < 1 or threads < 1:
+        raise ValueError(f"thread_schedule needs processes >= 1 and threads >= 1, got {processes} and {threads}")
+    steps = {name: list(c) for name, c in costs.items()}
+    bad = [(name, c) for name, cs in steps.items() for c in cs if not c > 0]
+    if bad:
+        raise ValueError(f"thread_schedule: step costs must be > 0; {bad[0][0]!r} has {bad[0][1]}")
+    schedule: dict[str, dict[int, int]] = {name: {} for name in steps}
+    waiting = list(steps)
+    running: dict[str, int] = {}  # name -> threads
+    done: dict[str, float] = {name: 0.0 for name in steps}  # steps done, fractional
+    while waiting or running:
+        while waiting and len(running) < processes:
+            running[waiting.pop(0)] = threads
+        left = {name: _work_left(steps[name], done[name]) / k for name, k in running.items()}
+        first = min(left, key=lambda name: left[name])
+        for name, k in running.items():
+            done[name] = _advance(steps[name], done[name], left[first] * k)
+        freed = running.pop(first)
+        done[first] = float(len(steps[first]))
+        if waiting:
+            freed -= threads  # the next job starts on this process with the usual threads
+        busy = [name for name in running if done[name] < len(steps[name])]
+        if freed > 0 and busy:
+            taker = max(busy, key=lambda name: (_work_left(steps[name], done[name]) / running[name], -list(steps).index(name)))
+            running[taker] += freed
+            schedule[taker][math.ceil(done[taker])] = running[taker]
+    return schedule
+
+
+def _work_left(costs: Sequence[float], done: float) -> float:
+    whole = int(done)
+    return sum(costs[whole:]) - (done - whole) * (costs[whole] if whole < len(costs) else 0.0)
+
+
+def _advance(costs: Sequence[float], done: float, work: float) -> float:
+    """Steps done after spending `work` more from `done` (fractional) on."""
+    whole = int(done)
+    part = (done - whole) * (costs[whole] if whole < len(costs) else 0.0)
+    while whole < len(costs) and work >= costs[whole] - part:
+        work -= costs[whole] - part
+        whole, part = whole + 1, 0.0
+    return float(whole) if whole >= len(costs) else whole + (part + work) / costs[whole]
 
 
 def _sft_worker(name: str, workdir: str, examples: list[SFTExample], cfg: SFTConfig, threads: int,
-                queue: Any, spare: SpareCpus, checkpoint: Path | None = None) -> list[float]:
+                queue: Any, schedule: dict[int, int], checkpoint: Path | None = None) -> list[float]:
+    """One trainer; `schedule` ({step: threads from then on}, `thread_schedule`) sets its thread count."""
     from coral.policy.hf import HFPolicy
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(schedule.get(0, threads))
     policy = HFPolicy.load(Path(workdir) / "init" / name)
 
     def log(metrics: dict[str, float]) -> None:
         if "sft/resumed_at" in metrics:  # the steps a checkpoint already holds
-            queue.put((name, metrics.get("sft/loss"), int(metrics["sft/resumed_at"])))
+            start = int(metrics["sft/resumed_at"])
+            queue.put((name, metrics.get("sft/loss"), start))
+            earlier = [step for step in schedule if step <= start]
+            if earlier:
+                torch.set_num_threads(schedule[max(earlier)])
             return
         queue.put((name, metrics["sft/loss"], 1))
-        extra = spare.take()
-        if extra:
-            torch.set_num_threads(torch.get_num_threads() + extra)
+        following = int(metrics["sft/step"]) + 1
+        if following in schedule:
+            torch.set_num_threads(schedule[following])
 
     losses = train_sft(policy, examples, cfg, log=log, progress=False, checkpoint=checkpoint)
     policy.save(Path(workdir) / "trained" / name)

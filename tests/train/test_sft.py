@@ -43,35 +43,100 @@ def test_jsonl_loader_accepts_prompt_or_messages_and_names_bad_lines(tmp_path):
         load_sft_jsonl(bad)
 
 
-def test_parallel_sft_trains_each_policy_in_place_as_a_serial_run_would(tmp_path):
-    from coral.train.sft import train_sft_many
+def test_parallel_sft_trains_each_policy_in_place_as_a_serial_run_on_its_thread_schedule_would(tmp_path):
+    import os
 
-    tasks = make_tasks(16, "train", seed=0)
-    data = corecode_sft_examples(tasks)
-    cfg = SFTConfig(epochs=4, batch_size=8, warmup_steps=1, seed=0)
+    from coral.train.sft import step_costs, thread_schedule, train_sft_many
+
+    data = corecode_sft_examples(make_tasks(16, "train", seed=0))
+    cfgs = {"planner": SFTConfig(epochs=1, batch_size=8, warmup_steps=1, seed=0),  # ends first: the coder
+            "coder": SFTConfig(epochs=6, batch_size=8, warmup_steps=1, seed=0)}    # takes over its CPUs
 
     def fresh():
         return {role: tiny_policy(seed=i, d_model=32, n_layers=1) for i, role in enumerate(("planner", "coder"))}
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in each worker, so that the two runs do the same arithmetic
+    threads = max(1, (os.cpu_count() or 1) // 2)
+    policies = fresh()
+    schedule = thread_schedule({r: step_costs(p, data[r], cfgs[r]) for r, p in policies.items()}, 2, threads)
+    assert schedule["planner"] == {} and list(schedule["coder"].values()) == [2 * threads]
+    assert 0 < next(iter(schedule["coder"])) < 12
+
+    serial_losses, before = {}, {}
+    saved = torch.get_num_threads()
     try:
-        serial = fresh()
-        serial_losses = train_sft_many({r: (p, data[r], cfg) for r, p in serial.items()}, tmp_path / "s",
-                                       progress=False, processes=1)
+        for role, policy in policies.items():  # what each worker does: its schedule's threads at each step
+            torch.set_num_threads(schedule[role].get(0, threads))
+
+            def log(m, plan=schedule[role]):
+                if m["sft/step"] + 1 in plan:
+                    torch.set_num_threads(plan[m["sft/step"] + 1])
+            serial_losses[role] = train_sft(policy, data[role], cfgs[role], progress=False, log=log)
     finally:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(saved)
     parallel = fresh()
     before = {r: {n: t.clone() for n, t in p.model.state_dict().items()} for r, p in parallel.items()}
-    losses = train_sft_many({r: (p, data[r], cfg) for r, p in parallel.items()}, tmp_path / "p",
+    losses = train_sft_many({r: (p, data[r], cfgs[r]) for r, p in parallel.items()}, tmp_path / "p",
                             progress=False, processes=2)
+    assert losses == serial_losses  # the same arithmetic, bit for bit, however the two processes were timed
     for role in ("planner", "coder"):
-        assert losses[role] == pytest.approx(serial_losses[role], abs=1e-4)
         assert losses[role][-1] < losses[role][0]
         after = parallel[role].model.state_dict()
         assert all(not torch.equal(before[role][n], after[n]) for n in after)  # trained in place
-        for n, t in serial[role].model.state_dict().items():
-            torch.testing.assert_close(after[n], t, atol=1e-4, rtol=1e-4)
+        for n, t in policies[role].model.state_dict().items():
+            assert torch.equal(after[n], t), f"{role}.{n}"
+
+
+def test_thread_schedule_hands_a_finished_trainers_cpus_to_the_longest_one_from_its_next_step():
+    from coral.train.sft import thread_schedule
+
+    # planner: 10 steps of 1; coder: 10 of 2. At t=10 the planner ends; the coder is 5 steps in
+    assert thread_schedule({"planner": [1.0] * 10, "coder": [2.0] * 10}, 2, 1) == {"planner": {}, "coder": {5: 2}}
+    # mid-step: a (4 steps of 3, 2 threads) is 1.67 steps in when b (5 of 1, 2 threads) ends at t=2.5
+    assert thread_schedule({"a": [3.0] * 4, "b": [1.0] * 5}, 2, 2) == {"a": {2: 4}, "b": {}}
+    # three jobs on two processes: c starts on a's process at t=4; b ends at t=8, when c is 4 steps in
+    assert thread_schedule({"a": [1.0] * 4, "b": [1.0] * 8, "c": [1.0] * 8}, 2, 1) == {"a": {}, "b": {}, "c": {4: 2}}
+    # equal jobs end together: nobody is left to take over; a job with no steps frees its CPU at once
+    assert thread_schedule({"a": [1.0] * 4, "b": [1.0] * 4}, 2, 1) == {"a": {}, "b": {}}
+    assert thread_schedule({"a": [], "b": [1.0] * 8}, 2, 1) == {"a": {}, "b": {0: 2}}
+    with pytest.raises(ValueError, match="'b' has 0.0"):
+        thread_schedule({"a": [1.0], "b": [1.0, 0.0]}, 2, 1)
+
+
+def test_step_costs_count_parameters_per_token_and_attention_per_token_of_context():
+    from coral.train.sft import ATTENTION_COST, _tokenize, batch_plan, step_costs
+
+    examples = corecode_sft_examples(make_tasks(12, "train", seed=0))["planner"]
+    cfg = SFTConfig(epochs=1, batch_size=5, seed=0)
+    policy = tiny_policy(seed=0, d_model=32, n_layers=2)
+    lengths = [len(p) + len(c) for p, c in _tokenize(policy, examples)]
+    plan = batch_plan(lengths, cfg)
+    costs = step_costs(policy, examples, cfg)
+    params = sum(p.numel() for p in policy.model.parameters())
+    assert len(costs) == len(plan) == 3
+    for batch, cost in zip(plan, costs, strict=True):
+        longest = max(lengths[i] for i in batch)
+        assert cost == pytest.approx(len(batch) * longest * (2 * params + ATTENTION_COST * 2 * 32 * longest))
+    assert step_costs(policy, [], cfg) == []
+
+
+def test_batch_plan_is_the_order_train_sft_follows(monkeypatch):
+    import coral.train.sft as sft
+
+    examples = corecode_sft_examples(make_tasks(20, "train", seed=0))["coder"]
+    cfg = SFTConfig(epochs=2.5, batch_size=8, length_window=2, seed=3)
+    policy = tiny_policy(seed=0, d_model=32, n_layers=1)
+    seen = []
+    real = sft.sft_loss
+    monkeypatch.setattr(sft, "sft_loss", lambda pol, batch: (
+        seen.append(sorted(len(p) + len(c) for p, c in batch)), real(pol, batch))[1])
+    train_sft(policy, examples, cfg, progress=False)
+    lengths = [len(p) + len(c) for p, c in sft._tokenize(policy, examples)]
+    plan = sft.batch_plan(lengths, cfg)
+    assert len(plan) == 7  # ceil(20 / 8) = 3 steps an epoch, 2.5 epochs
+    assert seen == [sorted(lengths[i] for i in batch) for batch in plan]
+    assert sorted(i for batch in plan[:3] for i in batch) == list(range(20))  # an epoch: every example once
+    with pytest.raises(ValueError, match="no examples"):
+        sft.batch_plan([], cfg)
 
 
 def test_a_failing_parallel_sft_names_the_policy(tmp_path):
@@ -106,19 +171,6 @@ def test_epoch_batches_keep_a_short_last_batch_and_reject_a_zero_window():
     assert sorted(len(b) for b in batches) == [5, 10, 10]
     with pytest.raises(ValueError, match="length_window"):
         SFTConfig(length_window=0)
-
-
-def test_spare_cpus_go_to_the_first_trainer_that_asks():
-    import multiprocessing
-
-    from coral.train.sft import SpareCpus
-
-    with multiprocessing.get_context("fork").Manager() as manager:
-        spare = SpareCpus(manager)
-        assert spare.take() == 0
-        spare.give(1)
-        spare.give(2)
-        assert spare.take() == 3 and spare.take() == 0
 
 
 def test_bf16_sft_trains_float32_weights_under_autocast():
