@@ -43,6 +43,9 @@ class CoReCodeConfig:
     rl_skeleton_fraction: float = 0.0
     # models: "tiny" builds two fresh tiny models (planner, coder) with a tokenizer trained on the data
     model: str = "tiny"
+    # > 0: planner and coder are LoRA adapters of this rank on one shared base model (held once in memory,
+    # frozen; coral.policy.shared_lora); 0: two separate models, every weight trained (the demo)
+    shared_base_lora: int = 0
     d_model: int = 128
     n_layers: int = 4
     # cold start
@@ -117,6 +120,8 @@ class CoReCodeConfig:
             raise ValueError("fields 'rl_skeleton_fraction' and 'rl_max_depth' both choose the RL tasks: set one")
         if self.beta_kl < 0:
             raise ValueError(f"field 'beta_kl' must be >= 0, got {self.beta_kl}")
+        if self.shared_base_lora < 0:
+            raise ValueError(f"field 'shared_base_lora' must be >= 0 (a LoRA rank; 0: separate models), got {self.shared_base_lora}")
         if not 0 <= self.efficiency_weight <= 1:
             raise ValueError(f"field 'efficiency_weight' must be in [0, 1], got {self.efficiency_weight}")
 
@@ -252,21 +257,29 @@ def fresh_tasks(cfg: CoReCodeConfig, train: Sequence[Task], rl_pool: Sequence[Ta
 
 
 def build_policies(cfg: CoReCodeConfig, train: Sequence[Task]) -> dict[str, Any]:
+    """The planner and coder: two models, or with cfg.shared_base_lora two LoRA adapters on one base."""
     from coral.policy import load_policy, tiny_policy
     from coral.train.sft import corecode_sft_examples
 
-    if cfg.model != "tiny":
-        return {"planner": load_policy(cfg.model), "coder": load_policy(cfg.model)}
-    examples = corecode_sft_examples(train)
-    corpus = [m["content"] for ex in examples["planner"] + examples["coder"] for m in ex.messages]
-    corpus += [ex.completion for ex in examples["planner"] + examples["coder"]]
-    policies = {role: tiny_policy(seed=cfg.seed * 10 + i, corpus=corpus, d_model=cfg.d_model, n_layers=cfg.n_layers)
-                for i, role in enumerate(("planner", "coder"))}
-    for policy in policies.values():
+    if cfg.model == "tiny":
+        examples = corecode_sft_examples(train)
+        corpus = [m["content"] for ex in examples["planner"] + examples["coder"] for m in ex.messages]
+        corpus += [ex.completion for ex in examples["planner"] + examples["coder"]]
+
+    def make(i: int) -> Any:
+        if cfg.model != "tiny":
+            return load_policy(cfg.model)
+        policy = tiny_policy(seed=cfg.seed * 10 + i, corpus=corpus, d_model=cfg.d_model, n_layers=cfg.n_layers)
         # tiny models: bigger generation batches are faster (an RL step's 128 codes in one batch rather than
         # two of 64: rollouts 5-15% faster, bench/corecode_rollout_batch.py); seeded tokens do not change
         policy.batch_size = 128
-    return policies
+        return policy
+
+    if cfg.shared_base_lora:
+        from coral.policy.shared_lora import shared_lora
+
+        return dict(shared_lora(make(0), ["planner", "coder"], r=cfg.shared_base_lora, alpha=2 * cfg.shared_base_lora))
+    return {role: make(i) for i, role in enumerate(("planner", "coder"))}
 
 
 def make_agents(cfg: CoReCodeConfig, policies: dict[str, Any], step: int, greedy: bool = False):

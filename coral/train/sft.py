@@ -322,7 +322,10 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
 
     for name, (policy, _, _) in jobs.items():
         trained = HFPolicy.load(workdir / "trained" / name)
-        policy.model.load_state_dict(trained.model.state_dict())
+        if hasattr(policy, "adopt"):  # an adapter on a shared base (coral.policy.shared_lora): its weights only
+            policy.adopt(trained)
+        else:
+            policy.model.load_state_dict(trained.model.state_dict())
         policy.eval()
     return losses
 

@@ -345,3 +345,37 @@ def test_the_step_line_says_when_the_coder_was_not_updated():
          "step_s": 0.2}
     assert "loss(coder) no update" in _fmt_step(m, 10)
     assert "loss(coder) -0.0125" in _fmt_step({**m, "coder/loss": -0.0125}, 10)
+
+
+def test_planner_and_coder_as_lora_adapters_on_one_frozen_base(tmp_path):
+    from coral.policy.hf import HFPolicy
+    from coral.train.corecode import train_corecode
+
+    cfg = CoReCodeConfig(**{**SMALL, "shared_base_lora": 4, "rl_steps": 2, "out_dir": str(tmp_path / "run")})
+    train, _ = build_tasks(cfg)
+    fresh = build_policies(cfg, train)
+    assert fresh["planner"].model is fresh["coder"].model
+    initial = {n: p.detach().clone() for n, p in fresh["planner"].model.named_parameters()}
+    train_corecode(cfg, progress=False)
+    run = tmp_path / "run"
+    for step in ("step_000001", "step_000002"):  # checkpoints hold each role's adapter, not the base
+        for role in ("planner", "coder"):
+            keys = torch.load(run / "ckpt" / step / role / "model.pt", weights_only=True).keys()
+            assert keys and all(".lora_" in k for k in keys)
+    final = {role: HFPolicy.load(run / "final" / role) for role in ("planner", "coder")}
+    for role, policy in final.items():
+        names = dict(policy.model.named_parameters())
+        adapter = {n: p for n, p in names.items() if ".lora_" in n}
+        assert adapter and all(p.requires_grad for p in adapter.values())
+        for n, p in names.items():
+            start = initial[n.replace(".default.", f".{role}.")]
+            if ".lora_" in n:  # SFT trained every weight of the role's adapter
+                assert not torch.equal(p, start), f"{role}.{n} did not train"
+            else:  # and none of the shared base
+                assert torch.equal(p, start), f"{role}.{n} moved"
+    # a resumed run reads the adapters back from its last checkpoint and goes on
+    summary = train_corecode(CoReCodeConfig(**{**SMALL, "shared_base_lora": 4, "rl_steps": 3, "out_dir": str(run)}),
+                             progress=False)
+    assert summary["rl_steps"] == 3 and len((run / "metrics.jsonl").read_text().splitlines()) == 3
+    with pytest.raises(ValueError, match="shared_base_lora"):
+        CoReCodeConfig(shared_base_lora=-1)
