@@ -13,13 +13,14 @@ ordinary LoRA policy. This module does NOT decide ranks or which agents share a 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from coral.policy.hf import ADAPTER_DIR, HFPolicy, _is_peft
+from coral.policy.hf import ADAPTER_DIR, META_FILE, HFPolicy, _is_peft
 
 
 class AdapterPolicy(HFPolicy):
@@ -93,9 +94,6 @@ class AdapterPolicy(HFPolicy):
         self.model.peft_config[self.adapter].save_pretrained(str(adapter))
         save_file({k: v.contiguous() for k, v in self.state_dict().items()}, str(adapter / "adapter_model.safetensors"))
         self.tokenizer.save_pretrained(path)
-        import json
-
-        from coral.policy.hf import META_FILE
         (path / META_FILE).write_text(json.dumps({"name": self.name, "batch_size": self.batch_size}))
 
 
