@@ -291,14 +291,19 @@ class HFPolicy:
 
     def _save(self, path: Path) -> None:
         if _is_peft(self.model):
-            base = self.model.get_base_model()
-            state = {
-                k.replace(".base_layer.", "."): v for k, v in base.state_dict().items() if ".lora_" not in k
-            }
-            base.save_pretrained(path, state_dict=state)
+            self._save_base(path)
             self.model.save_pretrained(path / ADAPTER_DIR)
         else:
             self.model.save_pretrained(path)
+        self._save_tokenizer_and_meta(path)
+
+    def _save_base(self, path: Path) -> None:
+        """A peft model's base weights, without adapters, as a plain HF model directory."""
+        base = self.model.get_base_model()
+        state = {k.replace(".base_layer.", "."): v for k, v in base.state_dict().items() if ".lora_" not in k}
+        base.save_pretrained(path, state_dict=state)
+
+    def _save_tokenizer_and_meta(self, path: Path) -> None:
         self.tokenizer.save_pretrained(path)
         (path / META_FILE).write_text(json.dumps({"name": self.name, "batch_size": self.batch_size}))
 

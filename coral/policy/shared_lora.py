@@ -13,14 +13,13 @@ ordinary LoRA policy. This module does NOT decide ranks or which agents share a 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from coral.policy.hf import ADAPTER_DIR, META_FILE, HFPolicy, _is_peft
+from coral.policy.hf import ADAPTER_DIR, HFPolicy, _is_peft
 
 
 class AdapterPolicy(HFPolicy):
@@ -86,15 +85,12 @@ class AdapterPolicy(HFPolicy):
         """The base model (no adapter weights) plus this view's adapter as the "default" one."""
         from safetensors.torch import save_file
 
-        base = self.model.get_base_model()
-        state = {k.replace(".base_layer.", "."): v for k, v in base.state_dict().items() if ".lora_" not in k}
-        base.save_pretrained(path, state_dict=state)
+        self._save_base(path)
         adapter = path / ADAPTER_DIR
         adapter.mkdir(parents=True, exist_ok=True)
         self.model.peft_config[self.adapter].save_pretrained(str(adapter))
         save_file({k: v.contiguous() for k, v in self.state_dict().items()}, str(adapter / "adapter_model.safetensors"))
-        self.tokenizer.save_pretrained(path)
-        (path / META_FILE).write_text(json.dumps({"name": self.name, "batch_size": self.batch_size}))
+        self._save_tokenizer_and_meta(path)
 
 
 def shared_lora(policy: HFPolicy, names: Sequence[str], r: int = 8, alpha: int = 16,
