@@ -281,6 +281,10 @@ class HFPolicy:
         )
         self.model = get_peft_model(self.model, config)
 
+    def adopt(self, trained: HFPolicy) -> None:
+        """Take the weights of `trained`, a copy of this policy (read back from its `save`) trained since."""
+        self.model.load_state_dict(trained.model.state_dict())
+
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> None:
         """Model + tokenizer as a plain HF directory; LoRA adapters (if any) go to `path/adapter`."""

@@ -65,9 +65,9 @@ class AdapterPolicy(HFPolicy):
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Set this view's adapter from `state_dict()`'s output; every adapter weight must be there."""
-        from peft import set_peft_model_state_dict
+        from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
-        expected = set(self.state_dict())
+        expected = set(get_peft_model_state_dict(self.model, adapter_name=self.adapter))
         if set(state) != expected:
             missing, extra = sorted(expected - set(state)), sorted(set(state) - expected)
             raise ValueError(f"adapter {self.adapter!r}: state does not match (missing {missing[:3]}, unexpected {extra[:3]})")

@@ -177,7 +177,8 @@ def _save_sft_state(path: Path, run_id: dict, step: int, losses: list[float], po
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     # only what training changes: a LoRA run's frozen base weights are not copied every 50 steps
     trained = {name: p.detach() for name, p in policy.model.named_parameters() if p.requires_grad}
-    torch.save({"run": run_id, "step": step, "losses": losses, "trained": trained, "optimizer": opt.state_dict(), "scheduler": sched.state_dict()}, tmp)
+    torch.save({"run": run_id, "step": step, "losses": losses, "trained": trained, "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict()}, tmp)
     tmp.replace(path)
 
 
@@ -198,6 +199,11 @@ def _load_sft_state(path: Path, run_id: dict, policy: Any, opt: Any, sched: Any)
     return state["step"], list(state["losses"])
 
 
+def total_steps(n_examples: int, cfg: SFTConfig) -> int:
+    """Optimiser steps of an SFT run: ceil(N / batch_size) per epoch, times epochs, at least 1."""
+    return max(1, int(math.ceil(n_examples / cfg.batch_size) * cfg.epochs))
+
+
 def batch_plan(lengths: Sequence[int], cfg: SFTConfig) -> list[list[int]]:
     """Every step's batch (indices into the examples), in training order: ceil(N / batch_size) x epochs
     steps drawn from seeded per-epoch orders (`epoch_batches`, last batch first). A resumed run and the
@@ -205,7 +211,7 @@ def batch_plan(lengths: Sequence[int], cfg: SFTConfig) -> list[list[int]]:
     if not lengths:
         raise ValueError("batch_plan: no examples")
     rng = random.Random(cfg.seed)
-    total = max(1, int(math.ceil(len(lengths) / cfg.batch_size) * cfg.epochs))
+    total = total_steps(len(lengths), cfg)
     plan: list[list[int]] = []
     batches: list[list[int]] = []
     while len(plan) < total:
@@ -292,8 +298,7 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
             futures = {name: pool.submit(_sft_worker, name, str(workdir), list(examples), cfg, threads, queue,
                                          schedule[name], checkpoints.get(name))
                        for name, (_, examples, cfg) in jobs.items()}
-            totals = {name: max(1, int(math.ceil(len(ex) / cfg.batch_size) * cfg.epochs))
-                      for name, (_, ex, cfg) in jobs.items()}
+            totals = {name: total_steps(len(ex), cfg) for name, (_, ex, cfg) in jobs.items()}
             bars = _bar(progress, totals[names[0]], f"sft {names[0]}")  # one live display, a row per policy
             rows = {names[0]: bars.t} if bars.p is not None else {}
             for name in names[1:]:
@@ -322,10 +327,7 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
 
     for name, (policy, _, _) in jobs.items():
         trained = HFPolicy.load(workdir / "trained" / name)
-        if hasattr(policy, "adopt"):  # an adapter on a shared base (coral.policy.shared_lora): its weights only
-            policy.adopt(trained)
-        else:
-            policy.model.load_state_dict(trained.model.state_dict())
+        policy.adopt(trained)
         policy.eval()
     return losses
 
@@ -375,6 +377,7 @@ def thread_schedule(costs: dict[str, Sequence[float]], processes: int, threads: 
     if bad:
         raise ValueError(f"thread_schedule: step costs must be > 0; {bad[0][0]!r} has {bad[0][1]}")
     schedule: dict[str, dict[int, int]] = {name: {} for name in steps}
+    order = {name: i for i, name in enumerate(steps)}  # ties go to the job submitted first
     waiting = list(steps)
     running: dict[str, int] = {}  # name -> threads
     done: dict[str, float] = {name: 0.0 for name in steps}  # steps done, fractional
@@ -391,7 +394,7 @@ def thread_schedule(costs: dict[str, Sequence[float]], processes: int, threads: 
             freed -= threads  # the next job starts on this process with the usual threads
         busy = [name for name in running if done[name] < len(steps[name])]
         if freed > 0 and busy:
-            taker = max(busy, key=lambda name: (_work_left(steps[name], done[name]) / running[name], -list(steps).index(name)))
+            taker = max(busy, key=lambda name: (_work_left(steps[name], done[name]) / running[name], -order[name]))
             running[taker] += freed
             schedule[taker][math.ceil(done[taker])] = running[taker]
     return schedule
