@@ -31,6 +31,7 @@ import contextlib
 import functools
 import inspect
 import json
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,9 @@ DEFAULT_CHAT_TEMPLATE = (
 META_FILE = "coral_policy.json"
 SHARED_PREFIX_MIN = 8  # forward(): a shared prompt prefix shorter than this is not worth a separate pass
 ADAPTER_DIR = "adapter"
+# peft (0.21) still reads `model.is_gradient_checkpointing`, which transformers 5 deprecates: one
+# FutureWarning per LoRA wrap or load, about library internals the user cannot act on.
+warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
 
 
 class HFPolicy:
