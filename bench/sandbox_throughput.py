@@ -115,7 +115,8 @@ for line in sys.stdin:
 
 
 def run_lower_bound(problems: list[dict], workers: int, per_program_process: bool) -> tuple[float, int, float]:
-    """(wall s, passed, slowest single problem s) with no isolation, in warm worker processes."""
+    """(wall s, passed, slowest single problem s): each program exec'd in one of `workers` warm processes,
+    or with `per_program_process` in a child each of them forks for it."""
     sources = [p["prompt"] + p["canonical_solution"] + "\n" + p["test"] + f"\ncheck({p['entry_point']})\n"
                for p in problems]
     procs = [subprocess.Popen([sys.executable, "-I", "-c", _FLOOR_WORKER, "fork" if per_program_process else "exec"],
@@ -134,7 +135,10 @@ def run_lower_bound(problems: list[dict], workers: int, per_program_process: boo
                 return
             proc.stdin.write(f"{i}\n")
             proc.stdin.flush()
-            passed, seconds = proc.stdout.readline().split()
+            reply = proc.stdout.readline().split()
+            if len(reply) != 2:
+                raise RuntimeError(f"a lower-bound worker died at problem {i} (exit code {proc.poll()})")
+            passed, seconds = reply
             results.append((passed == "1", float(seconds)))
 
     start = time.perf_counter()

@@ -64,3 +64,20 @@ def test_malformed_yaml_names_the_file(tmp_path):
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(Demo, tmp_path / "nope.yaml")
+
+
+def test_every_shipped_config_loads_into_its_recipe():
+    """configs/*.yaml are what the README tells users to run: each must be a valid config of its recipe."""
+    from pathlib import Path
+
+    import yaml
+
+    from coral.cli import _recipes
+
+    paths = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+    assert len(paths) >= 3
+    for path in paths:
+        data = yaml.safe_load(path.read_text())
+        cls, _ = _recipes()[data.pop("recipe", "corecode")]
+        cfg = load_config(cls, None, data)
+        assert cfg.out_dir == data["out_dir"], path

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import random
 import shutil
 import tempfile
@@ -22,6 +23,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from coral.trajectory import ExecutionResult, Task, Trajectory
+
+logger = logging.getLogger(__name__)
+UNPARSED_WARN_RATE = 0.5  # warn when more sampled completions than this fail to parse
 
 
 @dataclass(frozen=True)
@@ -311,6 +315,20 @@ def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequenc
     return run_eval(ecfg, tasks=tasks, agents=agents, sandbox=sandbox, progress=False)
 
 
+def unparsed_warning(cfg: CoReCodeConfig, rate: float, where: str) -> str | None:
+    """The loud warning for a run whose sampled completions mostly fail to parse (RL's rewards are then
+    mostly 0, and nothing else would say why), or None when `rate` is at most UNPARSED_WARN_RATE."""
+    if rate <= UNPARSED_WARN_RATE:
+        return None
+    text = (f"{100 * rate:.0f}% of the completions sampled at temperature {cfg.temperature} {where} do not parse: "
+            "RL's rewards will be mostly 0.")
+    if cfg.shared_base_lora and cfg.model == "tiny":
+        text += (" With shared_base_lora the tiny model's base stays random and frozen, and its tied head caps "
+                 "the logit margins (about 4 at the default size), so sampling at temperature 1 is close to "
+                 "uniform; a temperature near 0.1 or a pretrained base avoids this.")
+    return text
+
+
 # ----------------------------------------------------------------------------------- training
 class _Log:
     """metrics.jsonl (append, flushed per step) + TensorBoard, both under out_dir."""
@@ -463,10 +481,17 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
             _say(progress, f"SFT took {state['sft_s'] / 60:.1f} min")
             learners = make_learners(cfg, policies, _sft_references(cfg, out, policies, saved=False))
             state.update(_evaluate(cfg, policies, sets, sandbox, "sft", progress))
+            if cfg.eval_samples:
+                sampled = state["eval_sft_sampled"]
+                warning = unparsed_warning(cfg, sampled["parse_failures"] / max(sampled["samples"], 1),
+                                           "after SFT (held-out test split)")
+                if warning:
+                    logger.warning(warning)
             save_checkpoint(ckpt_root, 0, {r: _Holder(policies[r], learners.get(r)) for r in policies}, state)
             shutil.rmtree(sft_checkpoint_dir(cfg), ignore_errors=True)  # the step-0 checkpoint holds the SFT result
         log = _Log(out, state["metrics"])
-        for step in range(state["step"] + 1, cfg.rl_steps + 1):
+        first_step = state["step"] + 1
+        for step in range(first_step, cfg.rl_steps + 1):
             batch = next_batch(rl_pool, state["position"], cfg.tasks_per_step, cfg.seed)
             metrics = rl_step(cfg, step, batch, policies, learners, sandbox)
             state["position"] += cfg.tasks_per_step
@@ -474,6 +499,12 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
             log(metrics)
             state["metrics"] = log.history
             _say(progress, _fmt_step(metrics, cfg.rl_steps))
+            if step == first_step + 4:  # five steps in: say so if the rewards are stuck at 0 for parsing
+                recent = log.history[-5:]
+                warning = unparsed_warning(cfg, sum(m["parse_failures"] for m in recent) / len(recent),
+                                           f"in RL steps {first_step}-{step}")
+                if warning:
+                    logger.warning(warning)
             if step % cfg.checkpoint_every == 0 or step == cfg.rl_steps:
                 save_checkpoint(ckpt_root, step, {r: _Holder(policies[r], learners.get(r)) for r in policies}, state)
         after = _evaluate(cfg, policies, sets, sandbox, "rl", progress)

@@ -379,3 +379,35 @@ def test_planner_and_coder_as_lora_adapters_on_one_frozen_base(tmp_path):
     assert summary["rl_steps"] == 3 and len((run / "metrics.jsonl").read_text().splitlines()) == 3
     with pytest.raises(ValueError, match="shared_base_lora"):
         CoReCodeConfig(shared_base_lora=-1)
+
+
+def test_unparsed_warning_fires_above_half_and_explains_the_tiny_lora_case():
+    from coral.train.corecode import unparsed_warning
+
+    cfg = CoReCodeConfig(temperature=1.0)
+    assert unparsed_warning(cfg, 0.5, "after SFT") is None
+    text = unparsed_warning(cfg, 0.98, "after SFT")
+    assert text.startswith("98% of the completions sampled at temperature 1.0 after SFT do not parse")
+    assert "shared_base_lora" not in text
+    lora = unparsed_warning(CoReCodeConfig(shared_base_lora=8), 0.98, "after SFT")
+    assert "tied head caps the logit margins" in lora
+    assert "shared_base_lora" not in unparsed_warning(CoReCodeConfig(shared_base_lora=8, model="some/model"), 0.9, "x")
+
+
+def test_a_run_whose_samples_do_not_parse_says_so_after_sft_and_after_five_rl_steps(tmp_path, caplog):
+    """SMALL's cold start is far too short to write parseable code: both checks must warn, with the
+    rates the run itself recorded, and a good run (rate <= 0.5) must not (the unit test above)."""
+    from coral.train.corecode import train_corecode
+
+    cfg = CoReCodeConfig(**{**SMALL, "rl_steps": 5, "eval_samples": 1, "n_fresh_tasks": 0,
+                            "out_dir": str(tmp_path / "run")})
+    with caplog.at_level("WARNING", logger="coral.train.corecode"):
+        train_corecode(cfg, progress=False)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "coral.train.corecode"]
+    sampled = json.loads((tmp_path / "run" / "eval_sft_sampled" / "summary.json").read_text())["summary"]
+    metrics = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    rl_rate = sum(m["parse_failures"] for m in metrics if "parse_failures" in m) / 5
+    assert sampled["parse_failures"] / sampled["samples"] > 0.5 and rl_rate > 0.5, "SMALL now writes parseable code"
+    assert [w.split("%")[0] for w in warnings] == [f"{100 * sampled['parse_failures'] / sampled['samples']:.0f}",
+                                                   f"{100 * rl_rate:.0f}"]
+    assert "after SFT (held-out test split)" in warnings[0] and "in RL steps 1-5" in warnings[1]
