@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -124,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # coral's warnings (a degraded sandbox, samples that do not parse) on stderr, marked as such
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return COMMANDS[args.command][2](args)
     except (ConfigError, FileNotFoundError, ValueError, ConnectionError, KeyError) as exc:
