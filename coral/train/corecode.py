@@ -329,6 +329,12 @@ def unparsed_warning(cfg: CoReCodeConfig, rate: float, where: str) -> str | None
     return text
 
 
+def _warn_if_unparsed(cfg: CoReCodeConfig, rate: float, where: str) -> None:
+    warning = unparsed_warning(cfg, rate, where)
+    if warning:
+        logger.warning(warning)
+
+
 # ----------------------------------------------------------------------------------- training
 class _Log:
     """metrics.jsonl (append, flushed per step) + TensorBoard, both under out_dir."""
@@ -483,10 +489,8 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
             state.update(_evaluate(cfg, policies, sets, sandbox, "sft", progress))
             if cfg.eval_samples:
                 sampled = state["eval_sft_sampled"]
-                warning = unparsed_warning(cfg, sampled["parse_failures"] / max(sampled["samples"], 1),
-                                           "after SFT (held-out test split)")
-                if warning:
-                    logger.warning(warning)
+                _warn_if_unparsed(cfg, sampled["parse_failures"] / max(sampled["samples"], 1),
+                                  "after SFT (held-out test split)")
             save_checkpoint(ckpt_root, 0, {r: _Holder(policies[r], learners.get(r)) for r in policies}, state)
             shutil.rmtree(sft_checkpoint_dir(cfg), ignore_errors=True)  # the step-0 checkpoint holds the SFT result
         log = _Log(out, state["metrics"])
@@ -501,10 +505,8 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]
             _say(progress, _fmt_step(metrics, cfg.rl_steps))
             if step == first_step + 4:  # five steps in: say so if the rewards are stuck at 0 for parsing
                 recent = log.history[-5:]
-                warning = unparsed_warning(cfg, sum(m["parse_failures"] for m in recent) / len(recent),
-                                           f"in RL steps {first_step}-{step}")
-                if warning:
-                    logger.warning(warning)
+                _warn_if_unparsed(cfg, sum(m["parse_failures"] for m in recent) / len(recent),
+                                  f"in RL steps {first_step}-{step}")
             if step % cfg.checkpoint_every == 0 or step == cfg.rl_steps:
                 save_checkpoint(ckpt_root, step, {r: _Holder(policies[r], learners.get(r)) for r in policies}, state)
         after = _evaluate(cfg, policies, sets, sandbox, "rl", progress)
