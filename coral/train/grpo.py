@@ -24,6 +24,8 @@ GroupKey = Callable[[Turn], Hashable]
 def assign_advantages(turns: Sequence[Turn], key: GroupKey, estimator: str = "grpo") -> None:
     """Set `turn.advantage` from `turn.reward` within groups of equal `key(turn)`.
 
+    Batch statistics (REINFORCE++-baseline's whitening) are taken per agent (`turn.agent`), never over
+    several agents' turns pooled: each agent's update sees the advantages it would get trained alone.
     Every turn must carry a reward: a missing one is an error, never a silent zero.
     """
     if not turns:
@@ -36,7 +38,7 @@ def assign_advantages(turns: Sequence[Turn], key: GroupKey, estimator: str = "gr
         raise ValueError(f"{len(missing)} turns have no reward (first: agent {t.agent!r}, "
                          f"task {t.metadata.get('task_id')!r})")
     rewards = torch.tensor([float(t.reward) for t in turns], dtype=torch.float32)
-    adv = ADVANTAGES[estimator](rewards, group_ids([key(t) for t in turns]))
+    adv = ADVANTAGES[estimator](rewards, group_ids([key(t) for t in turns]), scopes=[t.agent for t in turns])
     for t, a in zip(turns, adv.tolist(), strict=True):
         t.advantage = a
 
