@@ -21,6 +21,8 @@ Length: a prompt of max_len tokens or more (max_len = config.max_position_embedd
 ValueError unless `truncate_prompt_left=True`, which keeps its last max_len - max_new_tokens tokens
 (at least one); a prompt that fits gets at most max_len - len(prompt) new tokens ("length").
 A tokenizer without a pad token pads with its eos token (padding is always masked).
+Dropout is set to 0 when the policy is built (and after add_lora), so train mode changes nothing in
+forward: the trainer's logprobs are the sampler's.
 
 This module does NOT build models or tokenizers (see tiny.py), does NOT shard across devices, and
 does NOT implement speculative, beam or constrained decoding.
@@ -42,6 +44,7 @@ from torch import Tensor
 from coral.policy.base import Completion, GenerationRequest, Message, SamplingParams
 from coral.policy.hf_model import (
     base_model,
+    disable_dropout,
     eos_ids,
     eval_mode,
     is_peft,
@@ -80,6 +83,9 @@ class HFPolicy:
         if batch_size <= 0:
             raise ValueError(f"HFPolicy batch_size must be > 0, got {batch_size}")
         self.model = model.to(device) if device is not None else model
+        # off in train mode too (TRL's disable_dropout): forward must reproduce the sampler's logprobs,
+        # or the PPO ratio of an on-policy batch is not 1 and two forwards of one batch disagree
+        disable_dropout(self.model)
         self.tokenizer = tokenizer
         self.name = name
         self.batch_size = batch_size
@@ -292,6 +298,7 @@ class HFPolicy:
             r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, task_type="CAUSAL_LM"
         )
         self.model = get_peft_model(self.model, config)
+        disable_dropout(self.model)
 
     def adopt(self, trained: HFPolicy) -> None:
         """Take the weights of `trained`, a copy of this policy (read back from its `save`) trained since."""

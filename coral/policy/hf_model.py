@@ -1,5 +1,5 @@
 """What HFPolicy needs to know about, or set on, a transformers model: peft or not, its eos ids, eval
-mode for a block, and quiet progress bars.
+mode for a block, dropout off, and quiet progress bars.
 
 This module does NOT load or build models (see hf.py, tiny.py).
 """
@@ -53,3 +53,23 @@ def no_hf_progress_bars():
         if was_enabled:
             hf_logging.enable_progress_bar()
 
+
+def disable_dropout(model: Any) -> int:
+    """Set every dropout of `model` to 0, in train mode too, and return how many were on.
+
+    Two kinds exist in transformers models: torch.nn.Dropout modules (GPT-2, peft's lora_dropout) and
+    float attributes that the forward passes to a functional dropout only in train mode (Llama's
+    `attention_dropout`, many `*_dropout` fields). The model's config is left as it was."""
+    import torch
+
+    zeroed = 0
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            zeroed += module.p > 0
+            module.p = 0.0
+            continue
+        for name, value in vars(module).items():
+            if "dropout" in name and isinstance(value, float) and not isinstance(value, bool):
+                zeroed += value > 0
+                setattr(module, name, 0.0)
+    return zeroed
