@@ -14,6 +14,7 @@ loss is weighted by w = min(exp(old - sampler), tis_cap) per token (truncated im
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,7 +61,7 @@ class GRPOConfig:
     lr: float = 1e-3
     micro_batch_size: int = 32
     max_grad_norm: float = 1.0
-    advantage: str = "grpo"
+    advantage: str = "grpo"  # the estimator a recipe passes to assign_advantages (the learner does not read it)
     loss: LossConfig = field(default_factory=LossConfig)
     # zero-advantage turns add zero loss (without a KL term): skip their forward; they still count
     # in the normaliser, so the step is the same as without skipping
@@ -74,6 +75,11 @@ class GRPOConfig:
     updates_per_batch: int = 1
 
     def __post_init__(self) -> None:
+        if self.advantage not in ADVANTAGES:
+            raise ValueError(f"GRPOConfig.advantage must be one of {sorted(ADVANTAGES)}, got {self.advantage!r}")
+        for name in ("micro_batch_size", "lr", "max_grad_norm", "temperature"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"GRPOConfig.{name} must be > 0, got {getattr(self, name)}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"GRPOConfig.optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.updates_per_batch < 1:
@@ -167,6 +173,10 @@ class AgentLearner:
                 weight = size / normaliser if k in ("loss", "policy_loss") else size / share
                 sums[k] = sums.get(k, 0.0) + float(v) * weight
         sums["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm))
+        if not math.isfinite(sums["grad_norm"]):  # one NaN step would silently ruin every weight
+            self.optimizer.zero_grad(set_to_none=True)
+            raise RuntimeError(f"agent {self.name!r}: non-finite gradient norm {sums['grad_norm']} at step "
+                               f"{self.step} (loss {sums.get('loss')}); the weights were not changed")
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return sums

@@ -117,3 +117,22 @@ def test_without_tis_the_turn_logprobs_are_the_old_policy():
     metrics = AgentLearner("coder", policy, sgd()).update([turn([0], 1.0), turn([1], -1.0)])
     assert metrics["ratio_mean"] == pytest.approx(1.0) and "tis_weight_mean" not in metrics
     assert policy.forward_calls == 1
+
+
+def test_a_non_finite_gradient_stops_the_update_before_it_reaches_the_weights():
+    policy = UnigramPolicy()
+    with torch.no_grad():
+        policy.logits[0] = float("nan")  # a broken forward: NaN logprobs, NaN loss, NaN gradient
+    before = policy.logits.detach().clone()
+    with pytest.raises(RuntimeError, match="agent 'coder': non-finite gradient norm"):
+        AgentLearner("coder", policy, sgd()).update([turn([0], 1.0), turn([1], -1.0)])
+    torch.testing.assert_close(policy.logits.detach(), before, equal_nan=True)
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"advantage": "ppo"}, "advantage"), ({"micro_batch_size": 0}, "micro_batch_size"), ({"lr": 0.0}, "lr"),
+    ({"max_grad_norm": 0.0}, "max_grad_norm"), ({"temperature": 0.0}, "temperature"),
+])
+def test_bad_grpo_settings_are_refused_by_name(kwargs, field):
+    with pytest.raises(ValueError, match=f"GRPOConfig.{field}"):
+        GRPOConfig(**kwargs)
