@@ -11,7 +11,8 @@ each sampled token is the one of the distribution it was actually drawn from:
     (the sampler's own distribution is a point mass and would report 0.0 for every token).
 A request with `seed` set draws from its own torch.Generator, so it reproduces whatever else is in
 the batch (up to the float noise that different padding can cause). The KV cache is written into
-buffers preallocated for prompt + budget (see `_buffered_cache`), not grown by concatenation.
+buffers preallocated for prompt + budget (kv_cache.py), not grown by concatenation; the sampling
+of each step is sampling.py's.
 Completions: `completion_ids` and `logprobs` are aligned 1:1 and end with the eos token (kept, so
 training learns to stop), with the token that completed a stop string, or at max_new_tokens.
 `text` excludes special tokens and is cut before the first stop string; when the stop string ends
@@ -20,6 +21,8 @@ Length: a prompt of max_len tokens or more (max_len = config.max_position_embedd
 ValueError unless `truncate_prompt_left=True`, which keeps its last max_len - max_new_tokens tokens
 (at least one); a prompt that fits gets at most max_len - len(prompt) new tokens ("length").
 A tokenizer without a pad token pads with its eos token (padding is always masked).
+Dropout is set to 0 when the policy is built (and after add_lora), so train mode changes nothing in
+forward: the trainer's logprobs are the sampler's.
 
 This module does NOT build models or tokenizers (see tiny.py), does NOT shard across devices, and
 does NOT implement speculative, beam or constrained decoding.
@@ -28,12 +31,10 @@ does NOT implement speculative, beam or constrained decoding.
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import json
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,16 @@ import torch
 from torch import Tensor
 
 from coral.policy.base import Completion, GenerationRequest, Message, SamplingParams
+from coral.policy.hf_model import (
+    base_model,
+    disable_dropout,
+    eos_ids,
+    eval_mode,
+    is_peft,
+    no_hf_progress_bars,
+)
+from coral.policy.kv_cache import buffered_cache, cache_of
+from coral.policy.sampling import GrowingCompletion, TokenSampler
 
 # ChatML; used for tokenizers that bring no chat template of their own.
 DEFAULT_CHAT_TEMPLATE = (
@@ -72,16 +83,19 @@ class HFPolicy:
         if batch_size <= 0:
             raise ValueError(f"HFPolicy batch_size must be > 0, got {batch_size}")
         self.model = model.to(device) if device is not None else model
+        # off in train mode too (TRL's disable_dropout): forward must reproduce the sampler's logprobs,
+        # or the PPO ratio of an on-policy batch is not 1 and two forwards of one batch disagree
+        disable_dropout(self.model)
         self.tokenizer = tokenizer
         self.name = name
         self.batch_size = batch_size
         self.truncate_prompt_left = truncate_prompt_left
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         self.max_len: int | None = getattr(model.config, "max_position_embeddings", None)
-        self.eos_ids = _eos_ids(tokenizer, model)
+        self.eos_ids = eos_ids(tokenizer, model)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_id: int = pad if pad is not None else 0
-        forward_params = inspect.signature(_base_model(model).forward).parameters
+        forward_params = inspect.signature(base_model(model).forward).parameters
         self._cache_kw = "cache" if "cache" in forward_params else "past_key_values"
         self._keep_kw = "logits_to_keep" if "logits_to_keep" in forward_params else None
         # forward() computes a prompt prefix shared by the whole batch once (same log-probs and gradients
@@ -110,7 +124,7 @@ class HFPolicy:
         prompts = [self._prompt_ids(i, r) for i, r in enumerate(requests)]
         order = sorted(range(len(requests)), key=lambda i: len(prompts[i]))
         results: list[Completion | None] = [None] * len(requests)
-        with torch.no_grad(), _eval_mode(self.model):
+        with torch.no_grad(), eval_mode(self.model):
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start : start + self.batch_size]
                 outs = self._generate_batch(
@@ -138,8 +152,8 @@ class HFPolicy:
             p.max_new_tokens if self.max_len is None else min(p.max_new_tokens, self.max_len - len(ids))
             for p, ids in zip(params, prompts, strict=True)
         ]
-        rows = [_Row(stop=p.stop, budget=b) for p, b in zip(params, budgets, strict=True)]
-        sampler = _Sampler(params, budgets, self.device)
+        rows = [GrowingCompletion(stop=p.stop, budget=b) for p, b in zip(params, budgets, strict=True)]
+        sampler = TokenSampler(params, budgets, self.device)
         width = max(len(ids) for ids in prompts)
         input_ids = torch.tensor(
             [[self.pad_id] * (width - len(ids)) + ids for ids in prompts], device=self.device
@@ -148,7 +162,7 @@ class HFPolicy:
             [[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], device=self.device
         )
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = _buffered_cache(self.model, width + max(budgets))
+        cache = buffered_cache(self.model, width + max(budgets))
         # identical prompts (several samples of one prompt) are prefilled once, then their cache is copied
         first: dict[tuple[int, ...], int] = {}
         source = [first.setdefault(tuple(ids), len(first)) for ids in prompts]
@@ -193,7 +207,7 @@ class HFPolicy:
         out = self.model(
             input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True, **kwargs
         )
-        return out.logits[:, -1, :].float(), _cache_of(out)
+        return out.logits[:, -1, :].float(), cache_of(out)
 
     # ------------------------------------------------------------------ training
     def forward(
@@ -256,7 +270,7 @@ class HFPolicy:
         kwargs: dict[str, Any] = {} if self._keep_kw is None else {self._keep_kw: 1}
         ids = torch.tensor([list(prefix)], device=self.device)
         out = self.model(input_ids=ids, use_cache=True, **kwargs)
-        cache = _cache_of(out)
+        cache = cache_of(out)
         cache.batch_repeat_interleave(rows)
         return cache
 
@@ -284,6 +298,7 @@ class HFPolicy:
             r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, task_type="CAUSAL_LM"
         )
         self.model = get_peft_model(self.model, config)
+        disable_dropout(self.model)
 
     def adopt(self, trained: HFPolicy) -> None:
         """Take the weights of `trained`, a copy of this policy (read back from its `save`) trained since."""
@@ -294,11 +309,11 @@ class HFPolicy:
         """Model + tokenizer as a plain HF directory; LoRA adapters (if any) go to `path/adapter`."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        with _no_hf_progress_bars():
+        with no_hf_progress_bars():
             self._save(path)
 
     def _save(self, path: Path) -> None:
-        if _is_peft(self.model):
+        if is_peft(self.model):
             self._save_base(path)
             self.model.save_pretrained(path / ADAPTER_DIR)
         else:
@@ -324,7 +339,7 @@ class HFPolicy:
         local = Path(path)
         # a local checkpoint loads in a blink: its per-shard bars only clutter training logs; a hub
         # download keeps them
-        with _no_hf_progress_bars() if local.is_dir() else contextlib.nullcontext():
+        with no_hf_progress_bars() if local.is_dir() else contextlib.nullcontext():
             model = AutoModelForCausalLM.from_pretrained(str(path))
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         if (local / ADAPTER_DIR).is_dir():
@@ -339,251 +354,3 @@ class HFPolicy:
         return cls(model.eval(), tokenizer, device=device, **kwargs)
 
 
-# ---------------------------------------------------------------------- helpers
-class _Sampler:
-    """Draws one token per row from per-row (temperature, top_p, seed).
-
-    Each sampling row gets its uniforms for the whole completion up front, `budget` of them from its
-    own generator (a seeded row therefore samples the same whatever else is in the batch), and a
-    step draws every row's token at once by inverting the cumulative distribution: the token is
-    the first whose cumulative probability exceeds u * total, so a token of probability 0 is never
-    drawn and each token's chance is its probability."""
-
-    def __init__(self, params: list[SamplingParams], budgets: list[int], device: torch.device) -> None:
-        greedy = [p.temperature == 0 for p in params]
-        self.greedy = torch.tensor(greedy, device=device)
-        self.any_sampled = not all(greedy)
-        self.temps = torch.tensor([p.temperature or 1.0 for p in params], device=device)[:, None]
-        top_ps = [1.0 if g else p.top_p for p, g in zip(params, greedy, strict=True)]
-        self.top_ps = torch.tensor(top_ps, device=device)[:, None] if min(top_ps) < 1 else None
-        uniforms = torch.full((len(params), max(budgets)), 0.5)
-        unseeded = [i for i, p in enumerate(params) if p.seed is None and not greedy[i]]
-        if unseeded:
-            uniforms[unseeded] = torch.rand(len(unseeded), uniforms.shape[1])
-        for i, (p, budget) in enumerate(zip(params, budgets, strict=True)):
-            if p.seed is not None and not greedy[i]:
-                uniforms[i, :budget] = torch.rand(budget, generator=torch.Generator().manual_seed(p.seed))
-        self.uniforms = uniforms.to(device)
-        self.step = 0
-
-    def select(self, keep: list[int]) -> _Sampler:
-        """The sampler of the rows `keep` (each keeps its own uniforms)."""
-        out = object.__new__(_Sampler)
-        out.greedy, out.any_sampled = self.greedy[keep], self.any_sampled
-        out.temps = self.temps[keep]
-        out.top_ps = None if self.top_ps is None else self.top_ps[keep]
-        out.uniforms, out.step = self.uniforms[keep], self.step
-        return out
-
-    def sample(self, logits: Tensor) -> tuple[Tensor, Tensor]:
-        logp = torch.log_softmax(logits / self.temps, dim=-1)
-        if self.top_ps is not None:
-            logp = _nucleus(logp, self.top_ps)
-        tokens = logp.argmax(dim=-1)
-        if self.any_sampled:
-            drawn = _inverse_cdf(logp.exp(), self.uniforms[:, self.step : self.step + 1])
-            tokens = torch.where(self.greedy, tokens, drawn)
-        self.step += 1
-        return tokens, logp.gather(1, tokens[:, None]).squeeze(1)
-
-
-def _inverse_cdf(probs: Tensor, uniforms: Tensor) -> Tensor:
-    """Per row, the first token whose cumulative probability exceeds u * total ([B, V], [B, 1] -> [B])."""
-    cdf = probs.cumsum(dim=-1)
-    total = cdf[:, -1:]
-    # u * total < total always (u < 1, but the product may round up to total)
-    target = torch.minimum(uniforms * total, torch.nextafter(total, torch.zeros_like(total)))
-    return torch.searchsorted(cdf, target, right=True).squeeze(1)
-
-
-def _nucleus(logp: Tensor, top_p: Tensor) -> Tensor:
-    """Renormalised log-probs restricted to each row's nucleus; rows with top_p == 1 are unchanged."""
-    sorted_logp, order = logp.sort(dim=-1, descending=True)
-    sorted_p = sorted_logp.exp()
-    mass_before = sorted_p.cumsum(dim=-1) - sorted_p
-    drop_sorted = (mass_before >= top_p) & (top_p < 1)
-    drop = torch.zeros_like(drop_sorted).scatter(1, order, drop_sorted)
-    return torch.log_softmax(logp.masked_fill(drop, float("-inf")), dim=-1)
-
-
-@dataclass
-class _Row:
-    """The growing completion of one request."""
-
-    stop: tuple[str, ...]
-    budget: int
-    ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    done: bool = False
-    finish_reason: str = "length"
-    cut: int | None = None  # character index of the first stop string in the decoded text
-
-    def push(self, token: int, logprob: float, is_eos: bool, decode: Any) -> None:
-        self.ids.append(token)
-        self.logprobs.append(logprob)
-        if is_eos:
-            self.done, self.finish_reason = True, "stop"
-        elif self.stop:
-            text = decode(self.ids)
-            hits = [i for i in (text.find(s) for s in self.stop) if i >= 0]
-            if hits:
-                self.done, self.finish_reason, self.cut = True, "stop", min(hits)
-        if len(self.ids) >= self.budget:
-            self.done = True
-
-    def completion(self, prompt_ids: list[int], decode: Any) -> Completion:
-        text = decode(self.ids)
-        return Completion(
-            text=text[: self.cut] if self.cut is not None else text,
-            prompt_ids=list(prompt_ids),
-            completion_ids=list(self.ids),
-            logprobs=list(self.logprobs),
-            finish_reason=self.finish_reason,
-            usage={"prompt_tokens": len(prompt_ids), "completion_tokens": len(self.ids)},
-        )
-
-
-def _buffered_cache(model: Any, capacity: int) -> Any:
-    """A fresh KV cache whose layers write into buffers of `capacity` positions instead of growing by
-    concatenation (which copies the whole cache at every decoding step); None -- the model's own
-    cache -- for transformers without cache layers (< 4.56) or models with sliding-window or other
-    special layers."""
-    try:
-        from transformers.cache_utils import DynamicCache, DynamicLayer
-    except ImportError:
-        return None
-    try:
-        cache = DynamicCache(config=model.config)
-    except TypeError:
-        return None
-    layer_class = _buffered_layer_class()
-    if layer_class is None or not cache.layers or any(type(layer) is not DynamicLayer for layer in cache.layers):
-        return None
-    cache.layers = [layer_class(capacity) for _ in cache.layers]
-    return cache
-
-
-@functools.cache
-def _buffered_layer_class() -> type | None:
-    """The buffered layer class, built once; None for a layer API older than the one it was built on."""
-    from transformers.cache_utils import DynamicLayer
-
-    if getattr(DynamicLayer(), "is_initialized", None) is not False:
-        return None
-
-    class BufferedLayer(DynamicLayer):
-        """A DynamicLayer that keeps keys and values in preallocated [batch, heads, capacity, dim]
-        buffers; `keys` / `values` are views of the filled part (grown by doubling if a step runs past
-        the capacity)."""
-
-        def __init__(self, capacity: int) -> None:
-            super().__init__()
-            self.capacity, self.length = capacity, 0
-            self.key_buffer: Tensor | None = None
-            self.value_buffer: Tensor | None = None
-
-        def update(self, key_states: Tensor, value_states: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
-            if not self.is_initialized:
-                self.device, self.is_initialized = key_states.device, True
-            end = self.length + key_states.shape[-2]
-            if self.key_buffer is None or end > self.key_buffer.shape[-2]:
-                self._grow(key_states, value_states, max(end, self.capacity, 2 * self.length))
-            self.key_buffer[:, :, self.length : end] = key_states
-            self.value_buffer[:, :, self.length : end] = value_states
-            self.length = end
-            self._views()
-            return self.keys, self.values
-
-        def _grow(self, key_states: Tensor, value_states: Tensor, capacity: int) -> None:
-            b, h, _, d = key_states.shape
-            keys = key_states.new_empty(b, h, capacity, d)
-            values = value_states.new_empty(b, h, capacity, value_states.shape[-1])
-            if self.length:
-                keys[:, :, : self.length] = self.keys
-                values[:, :, : self.length] = self.values
-            self.key_buffer, self.value_buffer = keys, values
-
-        def get_seq_length(self, *args: Any, **kwargs: Any) -> int:
-            return self.length
-
-        def _views(self) -> None:
-            self.keys = self.key_buffer[:, :, : self.length]
-            self.values = self.value_buffer[:, :, : self.length]
-
-        def batch_select_indices(self, indices: Tensor) -> None:
-            if self.length:
-                self.key_buffer = self.key_buffer.index_select(0, indices)
-                self.value_buffer = self.value_buffer.index_select(0, indices)
-                self._views()
-
-        def batch_repeat_interleave(self, repeats: int) -> None:
-            if self.length:
-                self.key_buffer = self.key_buffer.repeat_interleave(repeats, dim=0)
-                self.value_buffer = self.value_buffer.repeat_interleave(repeats, dim=0)
-                self._views()
-
-        def crop(self, tokens_to_remove: int) -> None:
-            raise NotImplementedError("coral's generation cache is never cropped")
-
-        def reset(self) -> None:
-            self.key_buffer = self.value_buffer = None
-            self.length = 0
-            super().reset()
-
-    return BufferedLayer
-
-
-def _cache_of(out: Any) -> Any:
-    """The KV cache a forward pass returned, as a transformers Cache object (older transformers hand
-    back a tuple of tuples, which has no batch_select_indices / batch_repeat_interleave)."""
-    cache = getattr(out, "cache", None)
-    if cache is None:
-        cache = out.past_key_values
-    if isinstance(cache, tuple):
-        from transformers import DynamicCache
-
-        cache = DynamicCache.from_legacy_cache(cache)
-    return cache
-
-
-def _is_peft(model: Any) -> bool:
-    return hasattr(model, "get_base_model") and hasattr(model, "peft_config")
-
-
-def _base_model(model: Any) -> Any:
-    return model.get_base_model() if _is_peft(model) else model
-
-
-def _eos_ids(tokenizer: Any, model: Any) -> set[int]:
-    ids: set[int] = set()
-    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    for value in (tokenizer.eos_token_id, config_eos):
-        if isinstance(value, int):
-            ids.add(value)
-        elif value is not None:
-            ids.update(value)
-    return ids
-
-
-@contextlib.contextmanager
-def _eval_mode(model: Any) -> Iterator[None]:
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
-
-
-@contextlib.contextmanager
-def _no_hf_progress_bars():
-    """transformers' tqdm bars off for the block, then back to what they were."""
-    from transformers.utils import logging as hf_logging
-
-    was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            hf_logging.enable_progress_bar()

@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from coral.policy.hf import ADAPTER_DIR, HFPolicy, _is_peft
+from coral.policy.hf import ADAPTER_DIR, HFPolicy
+from coral.policy.hf_model import is_peft
 
 
 class AdapterPolicy(HFPolicy):
@@ -77,7 +78,7 @@ class AdapterPolicy(HFPolicy):
         """Take the adapter weights of `trained`, a policy loaded from this view's `save` and trained since."""
         from peft import get_peft_model_state_dict
 
-        if not _is_peft(trained.model):
+        if not is_peft(trained.model):
             raise ValueError(f"adapter {self.adapter!r}: the trained policy {trained.name!r} has no LoRA adapter")
         self.load_state_dict(get_peft_model_state_dict(trained.model))
 
@@ -106,7 +107,7 @@ def shared_lora(policy: HFPolicy, names: Sequence[str], r: int = 8, alpha: int =
     clash = [name for name in names if name in "lora_" or "." in name]
     if clash:  # peft finds an adapter's weights by name: "a" or "lo" would match every "lora_" weight
         raise ValueError(f"shared_lora: adapter name {clash[0]!r} is part of 'lora_' or holds a '.'; pick another")
-    if _is_peft(policy.model):
+    if is_peft(policy.model):
         raise ValueError(f"policy {policy.name!r} already has LoRA adapters")
     targets = list(target_modules) if target_modules is not None else "all-linear"
 

@@ -2,8 +2,15 @@
 
 vllm is imported when a VLLMPolicy is built, never when this module is imported, so the rest of
 coral runs without it. Prompts are rendered with the engine tokenizer's chat template and sent as
-token ids; each completion carries prompt/completion ids and the logprob of every sampled token as
-vLLM reports it. A LoRA adapter directory (written by HFPolicy.save) can be attached per call.
+token ids; each completion carries prompt/completion ids and the logprob of every sampled token. A
+LoRA adapter directory (written by HFPolicy.save) can be attached per call.
+
+Logprobs: vLLM reports by default the logprobs of the raw model distribution (`logprobs_mode=
+"raw_logprobs"`, before temperature and top-p), which are not those of the distribution a token was
+drawn from when the temperature is not 1. The engine is built with `logprobs_mode="processed_logprobs"`
+(vLLM >= 0.10.2): log_softmax of the logits after penalties, temperature and top-k/top-p, as HFPolicy
+reports them, so a trainer can compare them with its own `forward(..., temperature=T)` (truncated
+importance sampling, `LossConfig.tis_cap`). Other modes are refused.
 
 This module is NOT exercised by coral's CPU test suite (vllm needs a GPU); only the missing-package
 error is tested. It does NOT sync weights from a trainer in place: reload from a saved directory,
@@ -17,6 +24,7 @@ from typing import Any
 
 from coral.policy.base import Completion, GenerationRequest
 
+LOGPROBS_MODE = "processed_logprobs"
 INSTALL_HINT = "VLLMPolicy needs the 'vllm' package, which is not installed: pip install 'coral-rl[vllm]'"
 
 
@@ -35,6 +43,10 @@ class VLLMPolicy:
     def __init__(
         self, model: str, name: str | None = None, lora_path: str | None = None, **engine_kwargs: Any
     ) -> None:
+        mode = engine_kwargs.setdefault("logprobs_mode", LOGPROBS_MODE)
+        if mode != LOGPROBS_MODE:
+            raise ValueError(f"VLLMPolicy needs logprobs_mode={LOGPROBS_MODE!r} (the logprobs of the distribution "
+                             f"each token was sampled from), got logprobs_mode={mode!r}")
         self._vllm = _import_vllm()
         if lora_path is not None:
             engine_kwargs.setdefault("enable_lora", True)

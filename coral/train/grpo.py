@@ -4,10 +4,17 @@ its own turns, with advantages computed inside groups given by a declared key fu
 The step is: rollout (a workflow) -> rewards (the recipe, e.g. corecode.py) -> `assign_advantages`
 -> `AgentLearner.update` per agent -> log. This module does NOT roll out or score; it turns scored
 turns into parameter updates.
+
+Old policy of the PPO ratio. By default the sampler is the trainer (HFPolicy sampling with the weights
+being trained), so each turn's logprobs are the old policy's. When the sampler is another engine (vLLM,
+an OpenAI-compatible server, a stale copy), set `LossConfig.tis_cap`: the turns' logprobs are then the
+sampler's, the trainer recomputes its own old logprobs once per batch (before the first step), and the
+loss is weighted by w = min(exp(old - sampler), tis_cap) per token (truncated importance sampling).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +31,8 @@ GroupKey = Callable[[Turn], Hashable]
 def assign_advantages(turns: Sequence[Turn], key: GroupKey, estimator: str = "grpo") -> None:
     """Set `turn.advantage` from `turn.reward` within groups of equal `key(turn)`.
 
+    Batch statistics (REINFORCE++-baseline's whitening) are taken per agent (`turn.agent`), never over
+    several agents' turns pooled: each agent's update sees the advantages it would get trained alone.
     Every turn must carry a reward: a missing one is an error, never a silent zero.
     """
     if not turns:
@@ -36,7 +45,7 @@ def assign_advantages(turns: Sequence[Turn], key: GroupKey, estimator: str = "gr
         raise ValueError(f"{len(missing)} turns have no reward (first: agent {t.agent!r}, "
                          f"task {t.metadata.get('task_id')!r})")
     rewards = torch.tensor([float(t.reward) for t in turns], dtype=torch.float32)
-    adv = ADVANTAGES[estimator](rewards, group_ids([key(t) for t in turns]))
+    adv = ADVANTAGES[estimator](rewards, group_ids([key(t) for t in turns]), scopes=[t.agent for t in turns])
     for t, a in zip(turns, adv.tolist(), strict=True):
         t.advantage = a
 
@@ -52,9 +61,11 @@ class GRPOConfig:
     lr: float = 1e-3
     micro_batch_size: int = 32
     max_grad_norm: float = 1.0
-    advantage: str = "grpo"
+    advantage: str = "grpo"  # the estimator a recipe passes to assign_advantages (the learner does not read it)
     loss: LossConfig = field(default_factory=LossConfig)
-    skip_zero_advantage: bool = True  # zero-advantage turns give zero policy gradient (no KL term)
+    # zero-advantage turns add zero loss (without a KL term): skip their forward; they still count
+    # in the normaliser, so the step is the same as without skipping
+    skip_zero_advantage: bool = True
     temperature: float = 1.0  # the sampling temperature: trainer logprobs must be of the sampled distribution
     # "sgd": plain SGD (step = -lr x gradient), so parameters with small gradients barely move; AdamW's
     # first steps move every parameter by about lr whatever its gradient's size
@@ -64,6 +75,11 @@ class GRPOConfig:
     updates_per_batch: int = 1
 
     def __post_init__(self) -> None:
+        if self.advantage not in ADVANTAGES:
+            raise ValueError(f"GRPOConfig.advantage must be one of {sorted(ADVANTAGES)}, got {self.advantage!r}")
+        for name in ("micro_batch_size", "lr", "max_grad_norm", "temperature"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"GRPOConfig.{name} must be > 0, got {getattr(self, name)}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"GRPOConfig.optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.updates_per_batch < 1:
@@ -93,64 +109,106 @@ class AgentLearner:
 
     def update(self, turns: Sequence[Turn]) -> dict[str, float]:
         """`cfg.updates_per_batch` optimiser steps on `turns` (all must be this agent's and carry an
-        advantage). Logged losses, ratios and clip fractions are the mean over those steps, `loss_first`
-        the first (on-policy) step's loss; `step` counts calls, not optimiser steps."""
+        advantage). Logged `loss` / `policy_loss` are the batch objective, ratios, clip fractions, KL and
+        TIS weights the token (or sequence) means over the trained turns, each a mean over the steps;
+        `loss_first` is the first (on-policy) step's loss; `step` counts calls, not optimiser steps.
+
+        Zero-advantage turns (when `skip_zero_advantage` and no KL term) are not run through the model,
+        but they still count in the loss normaliser, as in verl and TRL: they add exactly zero loss, so
+        skipping them saves work without scaling the step by how many groups tied."""
         if self.frozen:
             return {}
+        self._check_turns(turns)
+        trained = list(turns)
+        if self.cfg.skip_zero_advantage and self.cfg.loss.beta_kl == 0:
+            trained = [t for t in turns if t.advantage != 0.0]
+        metrics = {"turns": float(len(turns)), "trained_turns": float(len(trained))}
+        if not trained:
+            return metrics
+        self.policy.train()
+        try:
+            old = self._trainer_old_logprobs(trained) if self.cfg.loss.tis_cap is not None else None
+            passes = self.cfg.updates_per_batch
+            for n in range(passes):
+                step = self._optimizer_step(trained, self._size(turns), old)
+                if n == 0 and passes > 1:
+                    metrics["loss_first"] = step["loss"]
+                for k, v in step.items():
+                    metrics[k] = metrics.get(k, 0.0) + v / passes
+        finally:
+            self.policy.eval()
+        self.step += 1
+        return metrics
+
+    def _check_turns(self, turns: Sequence[Turn]) -> None:
         foreign = [t.agent for t in turns if t.agent != self.name]
         if foreign:
             raise ValueError(f"agent {self.name!r} was given turns of {sorted(set(foreign))}")
         if any(t.advantage is None for t in turns):
             raise ValueError(f"agent {self.name!r}: some turns have no advantage")
-        usable = [t for t in turns if t.completion_ids and len(t.logprobs) == len(t.completion_ids)]
-        if len(usable) < len(turns):
-            raise ValueError(f"agent {self.name!r}: {len(turns) - len(usable)} turns lack token ids/logprobs "
+        bad = sum(not t.completion_ids or len(t.logprobs) != len(t.completion_ids) for t in turns)
+        if bad:
+            raise ValueError(f"agent {self.name!r}: {bad} turns lack token ids/logprobs "
                              "(a policy without logprobs cannot be trained)")
-        if self.cfg.skip_zero_advantage and self.cfg.loss.beta_kl == 0:
-            usable = [t for t in usable if t.advantage != 0.0]
-        metrics = {"turns": float(len(turns)), "trained_turns": float(len(usable))}
-        if not usable:
-            return metrics
-        self.policy.train()
-        total_tokens = sum(len(t.completion_ids) for t in usable)
-        params = [p for p in self.policy.parameters() if p.requires_grad]
-        passes = self.cfg.updates_per_batch
-        sums: dict[str, float] = {}
-        for n in range(passes):
-            step_sums: dict[str, float] = {}
-            for lo in range(0, len(usable), self.cfg.micro_batch_size):
-                micro = usable[lo:lo + self.cfg.micro_batch_size]
-                loss, m = self._micro_loss(micro)
-                tokens = sum(len(t.completion_ids) for t in micro)
-                weight = tokens / total_tokens if self.cfg.loss.norm == "token" else len(micro) / len(usable)
-                (loss * weight).backward()
-                for k, v in m.items():  # m["loss"] is this micro-batch's loss: its weighted sum is the step's
-                    step_sums[k] = step_sums.get(k, 0.0) + float(v) * weight
-            step_sums["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm))
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            if n == 0 and passes > 1:
-                metrics["loss_first"] = step_sums["loss"]
-            for k, v in step_sums.items():
-                sums[k] = sums.get(k, 0.0) + v / passes
-        self.policy.eval()
-        self.step += 1
-        metrics.update(sums)
-        return metrics
 
-    def _micro_loss(self, micro: Sequence[Turn]) -> tuple[torch.Tensor, dict[str, float]]:
+    def _size(self, turns: Sequence[Turn]) -> int:
+        """What the loss normalises by: tokens (norm="token"), else sequences (constant: x max_tokens,
+        which `policy_loss` applies per micro-batch)."""
+        return sum(len(t.completion_ids) for t in turns) if self.cfg.loss.norm == "token" else len(turns)
+
+    def _optimizer_step(self, trained: Sequence[Turn], normaliser: int,
+                        old: list[list[float]] | None) -> dict[str, float]:
+        """Gradients of every micro-batch, accumulated with weights that add up to the batch objective,
+        then one clipped optimiser step. Returns this step's metrics."""
+        params = [p for p in self.policy.parameters() if p.requires_grad]
+        share = self._size(trained)
+        sums: dict[str, float] = {}
+        for lo in range(0, len(trained), self.cfg.micro_batch_size):
+            micro = trained[lo:lo + self.cfg.micro_batch_size]
+            loss, m = self._micro_loss(micro, None if old is None else old[lo:lo + len(micro)])
+            size = self._size(micro)
+            (loss * (size / normaliser)).backward()
+            for k, v in m.items():
+                # the objective's terms weigh by the whole batch; diagnostics by the trained turns
+                weight = size / normaliser if k in ("loss", "policy_loss") else size / share
+                sums[k] = sums.get(k, 0.0) + float(v) * weight
+        sums["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm))
+        if not math.isfinite(sums["grad_norm"]):  # one NaN step would silently ruin every weight
+            self.optimizer.zero_grad(set_to_none=True)
+            raise RuntimeError(f"agent {self.name!r}: non-finite gradient norm {sums['grad_norm']} at step "
+                               f"{self.step} (loss {sums.get('loss')}); the weights were not changed")
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return sums
+
+    def _trainer_old_logprobs(self, trained: Sequence[Turn]) -> list[list[float]]:
+        """The trainer's own logprobs of each completion before this batch's first step: the old policy
+        of the PPO ratio when the turns' logprobs are a different sampler's (truncated IS)."""
+        out: list[list[float]] = []
+        with torch.no_grad():
+            for lo in range(0, len(trained), self.cfg.micro_batch_size):
+                micro = trained[lo:lo + self.cfg.micro_batch_size]
+                logprobs, _ = self.policy.forward([t.prompt_ids for t in micro], [t.completion_ids for t in micro],
+                                                  temperature=self.cfg.temperature)
+                out += [row[: len(t.completion_ids)].tolist() for row, t in zip(logprobs, micro, strict=True)]
+        return out
+
+    def _micro_loss(self, micro: Sequence[Turn],
+                    trainer_old: Sequence[list[float]] | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """The loss of one micro-batch. Without `trainer_old` the turns' logprobs are the old policy (the
+        sampler is the trainer); with it they are the sampler's, and TIS weights the loss."""
         prompts = [t.prompt_ids for t in micro]
         completions = [t.completion_ids for t in micro]
         logprobs, mask = self.policy.forward(prompts, completions, temperature=self.cfg.temperature)
-        old = torch.zeros_like(logprobs)
-        for i, t in enumerate(micro):
-            old[i, : len(t.logprobs)] = torch.tensor(t.logprobs, dtype=logprobs.dtype)
+        sampled = _padded([t.logprobs for t in micro], logprobs)
+        old = sampled if trainer_old is None else _padded(trainer_old, logprobs)
         ref = None
         if self.cfg.loss.beta_kl > 0:
             with torch.no_grad():
                 ref, _ = self.reference.forward(prompts, completions, temperature=self.cfg.temperature)
         adv = torch.tensor([float(t.advantage) for t in micro], dtype=logprobs.dtype)
-        return policy_loss(self.cfg.loss, logprobs, old.detach(), adv, mask, ref_logprobs=ref)
+        return policy_loss(self.cfg.loss, logprobs, old, adv, mask, ref_logprobs=ref,
+                           sampler_logprobs=None if trainer_old is None else sampled)
 
     def state_dict(self) -> dict[str, Any]:
         return {"step": self.step, "optimizer": self.optimizer.state_dict() if self.optimizer else None}
@@ -159,6 +217,14 @@ class AgentLearner:
         self.step = int(state["step"])
         if self.optimizer is not None and state.get("optimizer") is not None:
             self.optimizer.load_state_dict(state["optimizer"])
+
+
+def _padded(rows: Sequence[Sequence[float]], like: torch.Tensor) -> torch.Tensor:
+    """Per-token values right padded with 0 to `like`'s [B, T] shape and dtype (constants, no grad)."""
+    out = torch.zeros_like(like, requires_grad=False)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(list(row), dtype=like.dtype)
+    return out
 
 
 def unique_turns(turn_lists: Sequence[Sequence[Turn]]) -> list[Turn]:

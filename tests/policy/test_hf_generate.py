@@ -169,11 +169,11 @@ def test_generate_restores_training_mode(tiny):
 def test_the_buffered_kv_cache_generates_what_the_models_own_cache_does(tiny, monkeypatch):
     import coral.policy.hf as hf
 
-    assert hf._buffered_cache(tiny.model, 8) is not None  # this transformers has cache layers: the buffer is used
+    assert hf.buffered_cache(tiny.model, 8) is not None  # this transformers has cache layers: the buffer is used
     reqs = [GenerationRequest(user("z" * (i + 1)), SamplingParams(max_new_tokens=n, seed=i, temperature=t))
             for i, (n, t) in enumerate([(3, 0.0), (16, 0.0), (16, 1.0), (7, 1.0), (16, 0.7)])]
     buffered = tiny.generate(reqs)
-    monkeypatch.setattr(hf, "_buffered_cache", lambda model, capacity: None)
+    monkeypatch.setattr(hf, "buffered_cache", lambda model, capacity: None)
     own = tiny.generate(reqs)
     for a, b in zip(buffered, own, strict=True):
         assert a.completion_ids == b.completion_ids
@@ -181,35 +181,35 @@ def test_the_buffered_kv_cache_generates_what_the_models_own_cache_does(tiny, mo
 
 
 def test_the_buffered_kv_cache_grows_past_its_capacity(tiny):
-    import coral.policy.hf as hf
+    from coral.policy.kv_cache import buffered_cache, cache_of
 
-    cache = hf._buffered_cache(tiny.model, 2)
+    cache = buffered_cache(tiny.model, 2)
     ids = torch.tensor([[5, 6, 7]])
     out = tiny.model(input_ids=ids, use_cache=True, **{tiny._cache_kw: cache})
-    step = tiny.model(input_ids=torch.tensor([[8]]), use_cache=True, **{tiny._cache_kw: hf._cache_of(out)})
+    step = tiny.model(input_ids=torch.tensor([[8]]), use_cache=True, **{tiny._cache_kw: cache_of(out)})
     full = tiny.model(input_ids=torch.tensor([[5, 6, 7, 8]]))
-    assert hf._cache_of(step).get_seq_length() == 4
+    assert cache_of(step).get_seq_length() == 4
     torch.testing.assert_close(step.logits[0, -1], full.logits[0, -1], atol=1e-5, rtol=0)
 
 
 def test_inverse_cdf_draws_the_first_token_past_u_and_never_one_of_probability_zero():
-    from coral.policy.hf import _inverse_cdf
+    from coral.policy.sampling import inverse_cdf
 
     # probabilities 0, 1/4, 0, 1/2, 1/4 (exact in binary): cumulative 0, 1/4, 1/4, 3/4, 1
     probs = torch.tensor([0.0, 0.25, 0.0, 0.5, 0.25])
     uniforms = torch.tensor([0.0, 0.2499, 0.25, 0.5, 0.75, 1.0 - 2**-24, 1.0])[:, None]
-    tokens = _inverse_cdf(probs.expand(len(uniforms), -1), uniforms)
+    tokens = inverse_cdf(probs.expand(len(uniforms), -1), uniforms)
     assert tokens.tolist() == [1, 1, 3, 3, 4, 4, 4]
     # unnormalised rows (float noise) scale u by their total
-    assert _inverse_cdf(2 * probs[None], torch.tensor([[0.5]])).tolist() == [3]
+    assert inverse_cdf(2 * probs[None], torch.tensor([[0.5]])).tolist() == [3]
 
 
 def test_the_sampler_returns_each_drawn_token_with_its_logprob():
-    from coral.policy.hf import _Sampler
+    from coral.policy.sampling import TokenSampler
 
     logits = torch.tensor([0.1, 0.0, 0.6, 0.3]).log()  # cumulative 0.1, 0.1, 0.7, 1.0
     uniforms = [0.05, 0.4, 0.9]
-    sampler = _Sampler([SamplingParams(temperature=1.0)] * 3, [1] * 3, torch.device("cpu"))
+    sampler = TokenSampler([SamplingParams(temperature=1.0)] * 3, [1] * 3, torch.device("cpu"))
     sampler.uniforms = torch.tensor(uniforms)[:, None]
     tokens, logprobs = sampler.sample(logits.expand(3, -1).clone())
     assert tokens.tolist() == [0, 2, 3]
@@ -217,11 +217,11 @@ def test_the_sampler_returns_each_drawn_token_with_its_logprob():
 
 
 def test_sampled_token_frequencies_follow_the_distribution():
-    from coral.policy.hf import _Sampler
+    from coral.policy.sampling import TokenSampler
 
     probs = torch.tensor([0.5, 0.25, 0.125, 0.0, 0.125])
     n = 4000
-    sampler = _Sampler([SamplingParams(temperature=1.0, seed=s) for s in range(n)], [1] * n, torch.device("cpu"))
+    sampler = TokenSampler([SamplingParams(temperature=1.0, seed=s) for s in range(n)], [1] * n, torch.device("cpu"))
     tokens, _ = sampler.sample(probs.log().expand(n, -1).clone())
     counts = torch.bincount(tokens, minlength=5).float()
     assert counts[3] == 0

@@ -98,3 +98,26 @@ def test_non_finite_rewards_raise():
 def test_two_dimensional_rewards_raise():
     with pytest.raises(ValueError, match="1-D"):
         dr_grpo(torch.ones(2, 2), [0, 0])
+
+
+def test_reinforce_pp_baseline_whitens_each_scope_by_its_own_std():
+    # scope "p": groups [0, 10] and [10, 0] -> centred [-5, 5, 5, -5], std sqrt(100 / 3)
+    # scope "c": groups [0, 1] and [1, 1] -> centred [-0.5, 0.5, 0, 0], std sqrt(0.5 / 3)
+    rewards = torch.tensor([0.0, 10.0, 10.0, 0.0, 0.0, 1.0, 1.0, 1.0])
+    groups = ["p1", "p1", "p2", "p2", "c1", "c1", "c2", "c2"]
+    scopes = ["p"] * 4 + ["c"] * 4
+    sp, sc = 5 / math.sqrt(100 / 3), 0.5 / math.sqrt(0.5 / 3)
+    close(reinforce_pp_baseline(rewards, groups, eps=0.0, scopes=scopes), [-sp, sp, sp, -sp, -sc, sc, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "rloo"])
+def test_group_local_estimators_do_not_depend_on_scopes(name):
+    rewards = torch.tensor([0.0, 10.0, 0.0, 1.0])
+    groups = [0, 0, 1, 1]
+    torch.testing.assert_close(ADVANTAGES[name](rewards, groups, scopes=["a", "a", "b", "b"]),
+                               ADVANTAGES[name](rewards, groups))
+
+
+def test_a_group_that_spans_two_scopes_is_refused():
+    with pytest.raises(ValueError, match="group of sample 1 spans scopes"):
+        reinforce_pp_baseline(torch.tensor([0.0, 1.0]), [0, 0], scopes=["a", "b"])

@@ -182,3 +182,13 @@ def test_two_updates_per_batch_equal_two_calls_on_the_same_turns(policy):
 def test_updates_per_batch_below_one_is_rejected():
     with pytest.raises(ValueError, match="updates_per_batch must be >= 1, got 0"):
         GRPOConfig(updates_per_batch=0)
+
+
+def test_reinforce_pp_baseline_whitens_each_agent_on_its_own_turns():
+    """Planner rewards spread 0..10, coder rewards 0..1: pooled whitening would shrink the coder's
+    advantages to +-0.12; per agent both get +-1/sqrt(2) (the std of [-a, a] is a sqrt(2))."""
+    turns = [Turn(agent, agent, 0, "", "", reward=r, metadata={"task_id": "t"})
+             for agent, r in [("planner", 0.0), ("planner", 10.0), ("coder", 0.0), ("coder", 1.0)]]
+    assign_advantages(turns, key=lambda t: (t.role, t.metadata["task_id"]), estimator="reinforce_pp_baseline")
+    half = 1 / 2 ** 0.5
+    assert [t.advantage for t in turns] == pytest.approx([-half, half, -half, half], abs=1e-5)
