@@ -91,6 +91,8 @@ class Server:
         if not self.fresh_tmpfs:
             self.restart = self.restart or not _rundir.wipe(self.run_dir)
             return
+        # Always a new tmpfs, even when the candidate seemed to leave it untouched: its inode counter
+        # and root timestamps would tell the next candidate whether its predecessor wrote files.
         _rundir.mount_fresh(self.run_dir, self.tmpfs_mb, RUN_DIR_INODES, replace=True)
         if self.landlock is not None:  # a rule names the run dir's root inode, which is new
             os.close(self.landlock)

@@ -121,3 +121,12 @@ def test_a_stop_iteration_from_the_program_does_not_end_the_test_early(sandbox, 
     result = _run(sandbox, "def f(x):\n    raise StopIteration\n", test)
     assert result.tests[0].verdict == "error", result
     assert "StopIteration" in result.tests[0].message
+
+
+def test_a_program_holds_no_capability_of_the_worker(sandbox):
+    # the bwrap worker keeps CAP_SYS_ADMIN in its user namespace (fresh tmpfs, pid_max): candidates drop it
+    code = ("import ctypes, platform, struct\ndef f():\n    capget = {'x86_64': 125, 'aarch64': 90}[platform.machine()]\n    header = struct.pack('<Ii', 0x20080522, 0)\n"
+            "    data = ctypes.create_string_buffer(24)\n    libc = ctypes.CDLL(None)\n"
+            "    assert libc.syscall(capget, header, data) == 0\n    return list(struct.unpack('<6I', data.raw))\n")
+    result = _run(sandbox, code, "assert candidate() == [0, 0, 0, 0, 0, 0]")
+    assert result.passed, result
