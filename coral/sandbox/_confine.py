@@ -34,6 +34,12 @@ PR_SET_CHILD_SUBREAPER = 36
 SECCOMP_MODE_FILTER = 2
 RET_ALLOW, RET_KILL = 0x7FFF0000, 0x80000000
 CLONE_THREAD = 0x00010000
+CLONE_NEW_NAMESPACES = 0x7E020000  # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
+# Signal-driven I/O: an fd owner set by F_SETOWN(_EX) / FIOSETOWN / SIOCSPGRP receives SIGIO (or the
+# F_SETSIG signal) once O_ASYNC / FIOASYNC is on -- a way to signal processes outside the candidate that
+# only Landlock ABI 6+ scopes. Denied here whatever the kernel's Landlock.
+F_SETFL, F_SETOWN, F_SETSIG, F_SETOWN_EX, O_ASYNC = 4, 8, 10, 15, 0o20000
+FIOASYNC, FIOSETOWN, SIOCSPGRP = 0x5452, 0x8901, 0x8902
 
 # name -> (x86_64, aarch64); aarch64 has no fork/vfork (None).
 _SYSCALLS: dict[str, tuple[int | None, int | None]] = {
@@ -58,7 +64,13 @@ _SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433),
     "pidfd_open": (434, 434), "clone3": (435, 435), "pidfd_getfd": (438, 438),
     "mount_setattr": (442, 442), "iopl": (172, None), "ioperm": (173, None),
-    "modify_ldt": (154, None),
+    "modify_ldt": (154, None), "memfd_create": (319, 279), "memfd_secret": (447, 447),
+    "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195), "shmdt": (67, 197),
+    "semget": (64, 190), "semop": (65, 193), "semctl": (66, 191), "semtimedop": (220, 192),
+    "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
+    "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182),
+    "mq_timedreceive": (243, 183), "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
+    "fcntl": (72, 25), "ioctl": (16, 29),
 }
 _NETWORK = ("socket", "socketpair", "connect", "bind", "listen", "accept", "accept4")
 _ALWAYS_DENIED = _NETWORK + (
@@ -71,6 +83,11 @@ _ALWAYS_DENIED = _NETWORK + (
     "io_uring_enter", "io_uring_register", "open_tree", "move_mount", "fsopen", "fsconfig",
     "fsmount", "fspick", "pidfd_open", "pidfd_getfd", "mount_setattr", "iopl", "ioperm",
     "modify_ldt", "tkill",
+    # memory outside RLIMIT_AS (memfd), and state that outlives a process in the worker's IPC
+    # namespace (SysV IPC, POSIX message queues): one job could leave data there for the next
+    "memfd_create", "memfd_secret", "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl",
+    "semtimedop", "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend",
+    "mq_timedreceive", "mq_notify", "mq_getsetattr",
 )
 _SUBPROCESS = ("fork", "vfork", "execve", "execveat")
 
@@ -79,7 +96,7 @@ def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("<HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-_LD_ABS, _JEQ, _JSET, _JGE, _RET = 0x20, 0x15, 0x45, 0x35, 0x06
+_LD_ABS, _JEQ, _JSET, _JGE, _JA, _RET = 0x20, 0x15, 0x45, 0x35, 0x05, 0x06
 
 
 def _errno(code: int) -> int:
@@ -112,6 +129,22 @@ def _arg_rule(arg: int, op: int, value: int, if_true: int, if_false: int) -> lis
     return [_ins(_LD_ABS, 16 + 8 * arg), _ins(op, value, 0, 1), _ins(_RET, if_true), _ins(_RET, if_false)]
 
 
+def _arg_rules(checks: list[tuple[int, int, int, int]], default: int) -> list[bytes]:
+    """Leaf block: the action of the first (arg, op, value, action) whose test holds, else `default`.
+    Only the low 32 bits of an argument are tested (commands and flags are ints)."""
+    out = []
+    for arg, op, value, action in checks:
+        out += [_ins(_LD_ABS, 16 + 8 * arg), _ins(op, value, 0, 1), _ins(_RET, action)]
+    return out + [_ins(_RET, default)]
+
+
+def _fcntl_rule(eperm: int) -> list[bytes]:
+    """fcntl: deny F_SETOWN, F_SETSIG, F_SETOWN_EX, and F_SETFL with O_ASYNC; allow the rest."""
+    owner = _arg_rules([(1, _JEQ, cmd, eperm) for cmd in (F_SETOWN, F_SETSIG, F_SETOWN_EX)], RET_ALLOW)[:-1]
+    return owner + [_ins(_LD_ABS, 16 + 8 * 1), _ins(_JEQ, F_SETFL, 0, 3), _ins(_LD_ABS, 16 + 8 * 2),
+                    _ins(_JSET, O_ASYNC, 0, 1), _ins(_RET, eperm), _ins(_RET, RET_ALLOW)]
+
+
 def _search_tree(rules: list[tuple[int, list[bytes]]]) -> list[bytes]:
     """Binary search over the syscall number in A (rules sorted by number); numbers without a rule
     are allowed. O(log n) per syscall, and the kernel's per-filter pre-evaluation of every syscall
@@ -121,9 +154,10 @@ def _search_tree(rules: list[tuple[int, list[bytes]]]) -> list[bytes]:
         return [_ins(_JEQ, nr, 0, len(block))] + block + [_ins(_RET, RET_ALLOW)]
     mid = len(rules) // 2
     left, right = _search_tree(rules[:mid]), _search_tree(rules[mid:])
-    if len(left) > 255:
-        raise ValueError("seccomp search tree too deep for 8-bit BPF jumps")
-    return [_ins(_JGE, rules[mid][0], len(left), 0)] + left + right
+    if len(left) <= 255:
+        return [_ins(_JGE, rules[mid][0], len(left), 0)] + left + right
+    # conditional jumps reach 255 instructions; an unconditional one (32-bit offset) skips a longer left half
+    return [_ins(_JGE, rules[mid][0], 0, 1), _ins(_JA, len(left))] + left + right
 
 
 def build_seccomp(allow_subprocess: bool) -> SeccompProgram | None:
@@ -140,8 +174,14 @@ def build_seccomp(allow_subprocess: bool) -> SeccompProgram | None:
     denied = list(_ALWAYS_DENIED) + ([] if allow_subprocess else list(_SUBPROCESS))
     rules = {nr[name]: [_ins(_RET, eperm)] for name in denied if name in nr}
     rules[nr["clone3"]] = [_ins(_RET, _errno(errno.ENOSYS))]  # libc falls back to clone
-    if not allow_subprocess:  # clone only for threads
-        rules[nr["clone"]] = _arg_rule(0, _JSET, CLONE_THREAD, RET_ALLOW, eperm)
+    # no new namespaces (a new user namespace would give the child every capability inside it), and
+    # without subprocesses clone only for threads
+    clone_checks = [(0, _JSET, CLONE_NEW_NAMESPACES, eperm)]
+    if not allow_subprocess:
+        clone_checks.append((0, _JSET, CLONE_THREAD, RET_ALLOW))
+    rules[nr["clone"]] = _arg_rules(clone_checks, RET_ALLOW if allow_subprocess else eperm)
+    rules[nr["fcntl"]] = _fcntl_rule(eperm)
+    rules[nr["ioctl"]] = _arg_rules([(1, _JEQ, cmd, eperm) for cmd in (FIOASYNC, FIOSETOWN, SIOCSPGRP)], RET_ALLOW)
     if allow_subprocess:  # kill(-1) would reach every process of this uid
         rules[nr["kill"]] = _arg_rule(0, _JEQ, 0xFFFFFFFF, eperm, RET_ALLOW)
     else:  # only the own process group (pid 0)
@@ -180,36 +220,46 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
-def build_landlock(read_paths: list[str], write_dir: str, device_files: list[str]) -> int | None:
-    """Ruleset fd allowing reads below read_paths and everything below write_dir; None if no Landlock."""
-    abi = landlock_abi()
-    if abi < 1:
-        return None
-    handled_fs = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1}.get(abi, (1 << 16) - 1)
-    if abi >= 6:  # also TCP bind/connect and signals/abstract sockets leaving the domain
-        attr = struct.pack("<QQQ", handled_fs, 3, 3)
-    elif abi >= 4:
-        attr = struct.pack("<QQ", handled_fs, 3)
-    else:
-        attr = struct.pack("<Q", handled_fs)
-    ruleset = _libc.syscall(_LL_CREATE, attr, len(attr), 0)
-    if ruleset < 0:
-        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
-    rules = [(p, _LL_READ) for p in read_paths] + [(write_dir, handled_fs)]
-    rules += [(p, _LL_FILE_RW) for p in device_files]
-    for path, access in rules:
-        if not os.path.exists(path):
-            continue
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+class Landlock:
+    """Landlock rules for reads below `read_paths` and of `device_files`; `ruleset(write_dir)` makes a
+    ruleset fd that also allows everything below write_dir. The paths are opened once here: a ruleset
+    must be made again for each fresh run dir (a rule names an inode, and each tmpfs has its own root)."""
+
+    def __init__(self, read_paths: list[str], device_files: list[str]) -> None:
+        self.abi = landlock_abi()
+        self.handled_fs = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1,
+                           4: (1 << 15) - 1}.get(self.abi, (1 << 16) - 1)
+        self.rules: list[tuple[int, int]] = []  # (O_PATH fd, allowed access)
+        if self.abi < 1:
+            return
+        for path, access in [(p, _LL_READ) for p in read_paths] + [(p, _LL_FILE_RW) for p in device_files]:
+            if os.path.exists(path):
+                access &= (1 << 16) - 1 if os.path.isdir(path) else _LL_FILE_RW | 1
+                self.rules.append((os.open(path, os.O_PATH | os.O_CLOEXEC), access))
+
+    def ruleset(self, write_dir: str | None) -> int | None:
+        """A new ruleset fd (the caller closes it); None when the kernel has no Landlock."""
+        if self.abi < 1:
+            return None
+        if self.abi >= 6:  # also TCP bind/connect and signals/abstract sockets leaving the domain
+            attr = struct.pack("<QQQ", self.handled_fs, 3, 3)
+        elif self.abi >= 4:
+            attr = struct.pack("<QQ", self.handled_fs, 3)
+        else:
+            attr = struct.pack("<Q", self.handled_fs)
+        ruleset = _libc.syscall(_LL_CREATE, attr, len(attr), 0)
+        if ruleset < 0:
+            raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+        write = [] if write_dir is None else [(os.open(write_dir, os.O_PATH | os.O_CLOEXEC), self.handled_fs)]
         try:
-            if not os.path.isdir(path):
-                access &= _LL_FILE_RW | 1
-            rule = struct.pack("<Qi", access, fd)  # struct landlock_path_beneath_attr is packed
-            if _libc.syscall(_LL_ADD_RULE, int(ruleset), 1, rule, 0) != 0:
-                raise OSError(ctypes.get_errno(), f"landlock_add_rule({path}) failed")
+            for fd, access in self.rules + write:
+                rule = struct.pack("<Qi", access, fd)  # struct landlock_path_beneath_attr is packed
+                if _libc.syscall(_LL_ADD_RULE, int(ruleset), 1, rule, 0) != 0:
+                    raise OSError(ctypes.get_errno(), f"landlock_add_rule(fd {fd}) failed")
         finally:
-            os.close(fd)
-    return int(ruleset)
+            for fd, _ in write:
+                os.close(fd)
+        return int(ruleset)
 
 
 def restrict_landlock(ruleset_fd: int) -> None:

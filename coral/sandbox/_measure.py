@@ -1,8 +1,9 @@
 """Measurements of a forked child from the fork server: CPU time, resident and peak memory.
 
 Values come from the kernel (the per-process CPU clock, /proc/<pid>/statm and status, and
-clear_refs to reset the peak), never from the child itself, except the RSS a fresh candidate
-writes right after its fork, before any untrusted code runs.
+clear_refs to reset the peak), never from the child itself, except the report a fresh candidate
+writes before any untrusted code runs (its RSS right after the fork, then whether confinement and
+compiling worked).
 
 This module does NOT decide verdicts or limits. Stdlib-only: it runs inside the sandbox.
 """
@@ -37,15 +38,22 @@ def alive(pid: int) -> bool:
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
 
 
-def read_base_rss_kb(base_r: int, fallback_pages: int) -> int:
-    """The candidate's RSS right after its fork (written before any untrusted code ran)."""
+def read_start_report(report_r: int, fallback_pages: int) -> tuple[int, dict]:
+    """What a fresh candidate wrote on its report pipe before any untrusted code ran (it closes the
+    pipe first): its RSS right after the fork, then "ok", "setup:<why>" or "compile:<error>".
+    (RSS in kB, {"setup_error": why} / {"compile_error": error} / {}); closes the pipe."""
+    raw = b""
     try:
-        raw = os.read(base_r, 64)
-    except BlockingIOError:
-        raw = b""
+        while chunk := os.read(report_r, 4096):
+            raw += chunk
+    except BlockingIOError:  # a candidate killed early (deadline) may not have written everything
+        pass
     finally:
-        os.close(base_r)
-    return (int(raw) if raw.isdigit() else fallback_pages) * PAGE_KB
+        os.close(report_r)
+    rss, _, status = raw.partition(b"\n")
+    rss_kb = (int(rss) if rss.isdigit() else fallback_pages) * PAGE_KB
+    kind, _, message = status.decode(errors="replace").partition(":")
+    return rss_kb, {f"{kind}_error": message} if kind in ("setup", "compile") else {}
 
 
 def _read_proc(pid: int, name: str) -> bytes:

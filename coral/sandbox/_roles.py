@@ -107,9 +107,13 @@ class Untransferable(Exception):
 
 
 def _remote_exception(type_name: str, message: str) -> BaseException:
-    """A fresh exception of the builtin class the candidate named, marked as remote."""
+    """A fresh exception of the builtin class the candidate named, marked as remote. StopIteration
+    becomes a RuntimeError, as Python does for generators (PEP 479): raised inside the test's
+    `map()` or `filter()` it would otherwise end the iteration quietly and skip the checks."""
     base = getattr(builtins, type_name, None)
     if not (isinstance(base, type) and issubclass(base, BaseException)):
+        base = RuntimeError
+    if issubclass(base, (StopIteration, StopAsyncIteration)):
         base = RuntimeError
     try:
         exc = type(type_name, (base,), {"coral_remote": True})(message)
@@ -125,6 +129,8 @@ def _rpc(request: list) -> object:
         reply = read_frame(RPC_IN)
     except (EOFError, OSError) as exc:
         raise CandidateGone("the candidate process died") from exc
+    except (WireError, ValueError, MemoryError, RecursionError) as exc:  # oversized or malformed frame
+        raise Unsupported(f"the candidate's reply could not be read: {type(exc).__name__}: {exc}"[:300]) from exc
     if type(reply) is not list or not reply or reply[-1] != token:
         raise Unsupported("a reply from the candidate did not answer the judge's request")
     reply = reply[:-1]

@@ -1,12 +1,16 @@
 """The fork server: one per worker, started inside bubblewrap (or bare in the fallback).
 
-It reads run requests from the host over a unix socket (file descriptors for stdin/payload,
-stdout, stderr and verdict arrive with each request), forks one confined candidate per test,
-hands assert tests to a persistent judge process (forked from this server, respawned when it
-misses a deadline or dies), enforces the wall-clock deadline, reaps everything, measures CPU time
-and peak memory from `wait4`, empties the run directory and answers with the raw outcome. The
-server never reads test payloads, expected outputs or verdicts: they live in memfds that only
-the judge and the host touch, so a candidate forked from it cannot find them in inherited memory.
+It reads run requests from the host over a unix socket (file descriptors for the program's source,
+stdin/payload, stdout, stderr and verdict arrive with each request), forks one confined candidate
+per test, hands assert tests to a persistent, confined judge process (forked from this server,
+respawned when it misses a deadline or dies), enforces the wall-clock deadline, reaps everything,
+measures CPU time and peak memory from `wait4`, gives the next candidate a fresh run directory
+(`_rundir`) and answers with the raw outcome. The server never reads programs, test payloads,
+expected outputs or verdicts: they live in memfds that only a candidate (its own program), the
+judge and the host touch, so a candidate forked from it finds nothing of another job in the memory
+it inherits. A candidate reads and compiles its program itself, after confinement, and reports
+"confined" or "cannot compile" on a pipe it closes before the program runs: the only word on
+infrastructure the host takes from a candidate process.
 Workers pin themselves to one CPU: a forked child then starts on a warm CPU (on small VMs a
 cross-CPU wake-up cost milliseconds per fork).
 
@@ -23,7 +27,7 @@ import importlib
 import json
 import math
 import os
-import shutil
+import resource
 import signal
 import socket
 import sys
@@ -32,6 +36,7 @@ import warnings
 
 import _confine
 import _measure
+import _rundir
 from _roles import JUDGE_CONTROL_FD, run_candidate_assert, run_candidate_stdio, serve_judge
 
 # Imported once here, so a program importing them finds them in sys.modules instead of executing
@@ -39,6 +44,9 @@ from _roles import JUDGE_CONTROL_FD, run_candidate_assert, run_candidate_stdio, 
 # common modules: `random` is left out on purpose, or every candidate and the judge would share
 # one generator state and a program could predict the inputs a test draws.
 PRELOAD = ("typing", "math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string")
+JUDGE_MEMORY_MB = 512  # address space the judge may add to its own (replies are at most 16 MB of JSON)
+RUN_DIR_INODES = 16384
+EXIT_SETUP_FAILED = 71
 
 
 class _Live:
@@ -53,72 +61,87 @@ class _Live:
 class Server:
     def __init__(self, config: dict) -> None:
         self.run_dir: str = config["run_dir"]
-        self.read_paths: list[str] = list(config["read_paths"])
         self.allow_subprocess: bool = config["allow_subprocess"]
+        self.fresh_tmpfs: bool = config["fresh_tmpfs"]  # bwrap: a new tmpfs per candidate
+        self.tmpfs_mb: int = config["tmpfs_mb"]
         self.seccomp = _confine.build_seccomp(self.allow_subprocess)
-        self.landlock = _confine.build_landlock(config["read_paths"], self.run_dir, config["device_files"])
-        self.codes: dict[str, object] = {}
+        self.landlock_rules = _confine.Landlock(config["read_paths"], config["device_files"])
+        self.pid_max = 0
+        if self.fresh_tmpfs:
+            _rundir.private_mounts()
+            self.pid_max = _rundir.limit_pids(config["processes"])
+            _rundir.mount_fresh(self.run_dir, self.tmpfs_mb, RUN_DIR_INODES, replace=False)
+        self.landlock = self.landlock_rules.ruleset(self.run_dir)
+        self.dirty = False  # a candidate used the run dir since it was made fresh
+        self.restart = False  # the run dir could not be emptied: the host replaces this worker
         self.judge: tuple[int, socket.socket] | None = None  # (pid, control socket), spawned lazily
         self.live: _Live | None = None  # the candidate of the job being run, between its tests
 
     def info(self) -> dict:
         return {"seccomp": self.seccomp is not None, "landlock": self.landlock is not None,
-                "landlock_abi": _confine.landlock_abi(), "pid": os.getpid()}
+                "landlock_abi": _confine.landlock_abi(), "pid": os.getpid(), "pid_max": self.pid_max,
+                "fresh_tmpfs": self.fresh_tmpfs}
 
-    def compiled(self, source: str) -> object:
-        """Compiled program, cached for the tests of one job; kept small because every object
-        in this process makes each fork (page-table copy) and each child (page faults) dearer."""
-        if source not in self.codes:
-            if len(self.codes) >= 4:
-                self.codes.clear()
-            with warnings.catch_warnings():  # a candidate's SyntaxWarnings would spam the user's stderr
-                warnings.simplefilter("ignore")
-                self.codes[source] = compile(source, "<solution>", "exec")
-        return self.codes[source]
+    def renew_run_dir(self) -> None:
+        """A fresh run dir for the next candidate: a new tmpfs (bwrap), or the old one emptied with the
+        owner's rights (fallback; what cannot be removed makes the host replace this worker)."""
+        if not self.dirty:
+            return
+        self.dirty = False
+        if not self.fresh_tmpfs:
+            self.restart = self.restart or not _rundir.wipe(self.run_dir)
+            return
+        # Always a new tmpfs, even when the candidate seemed to leave it untouched: its inode counter
+        # and root timestamps would tell the next candidate whether its predecessor wrote files.
+        _rundir.mount_fresh(self.run_dir, self.tmpfs_mb, RUN_DIR_INODES, replace=True)
+        if self.landlock is not None:  # a rule names the run dir's root inode, which is new
+            os.close(self.landlock)
+            self.landlock = self.landlock_rules.ruleset(self.run_dir)
 
     # ------------------------------------------------------------------------------ one test
     def run(self, req: dict, fds: list[int]) -> dict:
+        """One test; fds = [stdin or payload, stdout, stderr, (verdict,) source of the program]."""
+        source_fd = fds.pop()
         try:
-            code = self.compiled(req["code"])
-        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+            if req["kind"] == "assert":
+                return self._run_assert(req, source_fd, fds)
             self.end_live()
+            start = time.monotonic()
+            c_pid, base_r, rss_pages = self._fork(req, source_fd, fds, None)
+        finally:
+            os.close(source_fd)
             for fd in fds:
                 os.close(fd)
-            return {"compile_error": f"{type(exc).__name__}: {exc}"}
-        if req["kind"] == "assert":
-            return self._run_assert(req, code, fds)
-        self.end_live()
-        start = time.monotonic()
-        c_pid, base_r, rss_pages = self._fork(req, code, fds, None)
-        for fd in fds:
-            os.close(fd)
         timed_out = _measure.wait_readable(os.pidfd_open(c_pid), start + req["timeout_s"], close=True)
         _kill_group(c_pid)
         _, c_status, usage = os.wait4(c_pid, 0)
         _reap_orphans()
-        self._wipe_run_dir()
-        rss_kb = _measure.read_base_rss_kb(base_r, rss_pages)
+        self.dirty = True
+        rss_kb, report = _measure.read_start_report(base_r, rss_pages)
         return {"timed_out": timed_out, "c_status": c_status, "wall_s": time.monotonic() - start,
-                "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mb": max(0.0, (usage.ru_maxrss - rss_kb) / 1024)}
+                "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mb": max(0.0, (usage.ru_maxrss - rss_kb) / 1024),
+                **report}
 
-    def _fork(self, req: dict, code: object, fds: list[int], rpc) -> tuple[int, int, int]:
-        """Fork a confined candidate; (pid, pipe its RSS right after the fork arrives on, server RSS)."""
+    def _fork(self, req: dict, source_fd: int, fds: list[int], rpc) -> tuple[int, int, int]:
+        """Fork a confined candidate in a fresh run dir; (pid, pipe on which it reports its RSS right after
+        the fork and then its confinement, server RSS)."""
+        self.renew_run_dir()
         vsize_pages, rss_pages = _measure.statm_pages()
         tests = req.get("tests_left", 1) if rpc is not None else 1  # the assert tests it may serve
         limits = {"cpu_s": math.ceil(req["timeout_s"] * tests) + 1,
                   "address_space_bytes": vsize_pages * _measure.PAGE_KB * 1024 + req["memory_mb"] * 2**20,
                   "file_size_bytes": req["output_limit_bytes"], "open_files": 64, "processes": 64}
-        base_r, base_w = os.pipe()  # the candidate reports its RSS before any untrusted code runs
+        base_r, base_w = os.pipe()  # the candidate reports on it before any untrusted code runs
         gc.freeze()  # children's collections then skip (and do not copy-on-write) inherited objects
         c_pid = os.fork()
         if c_pid == 0:
-            os.write(base_w, _measure.rss_pages())  # read by the server later: no round trip after fork
-            self._candidate(code, rpc is not None, fds, rpc, limits)
+            os.write(base_w, _measure.rss_pages() + b"\n")  # read by the server later: no round trip
+            self._candidate(source_fd, rpc is not None, fds, rpc, limits, base_w)
         os.close(base_w)
         os.set_blocking(base_r, False)
         return c_pid, base_r, rss_pages
 
-    def _run_assert(self, req: dict, code: object, fds: list[int]) -> dict:
+    def _run_assert(self, req: dict, source_fd: int, fds: list[int]) -> dict:
         """One assert test, in the job's live candidate when the previous test left one."""
         self._judge_socket()  # forked before this test's pipes exist
         job = req.get("job")  # a request without a job id never reuses a candidate
@@ -128,7 +151,7 @@ class Server:
         if live is None:
             self.end_live()
             rpc, forked_at = (os.pipe(), os.pipe()), time.monotonic()
-            c_pid, base_r, rss_pages = self._fork(req, code, fds, rpc)
+            c_pid, base_r, rss_pages = self._fork(req, source_fd, fds, rpc)
             os.close(rpc[0][0])
             os.close(rpc[1][1])
             live = self.live = _Live(req.get("job"), c_pid, (rpc[1][0], rpc[0][1]), forked_at)
@@ -145,14 +168,13 @@ class Server:
             self.stop_judge()
             sent = False
         live.served = True
-        for fd in fds:
-            os.close(fd)
         timed_out = sent and _measure.wait_readable(self.judge[1].fileno(), start + req["timeout_s"])
         if not sent or timed_out or self.judge[1].recv(1) != b"d":
             self.stop_judge()  # stuck in a test or dead: a fresh one next time
             sent = False
-        if base_r >= 0:  # a fresh candidate wrote its RSS before any untrusted code ran
-            rss_start_kb = _measure.read_base_rss_kb(base_r, rss_pages)
+        report: dict = {}
+        if base_r >= 0:  # a fresh candidate wrote its RSS and confinement before any untrusted code ran
+            rss_start_kb, report = _measure.read_start_report(base_r, rss_pages)
         # a fresh candidate that ends now is measured by wait4 alone, as cheaply as possible
         alive = (req.get("keep") or base_r < 0) and _measure.alive(live.pid)
         cpu_end = _measure.proc_cpu_s(live.pid) if alive else None
@@ -164,7 +186,7 @@ class Server:
             hwm_kb = hwm_kb if hwm_kb is not None else usage.ru_maxrss
         return {"timed_out": timed_out, "c_status": c_status, "wall_s": time.monotonic() - start,
                 "cpu_s": max(0.0, cpu_end - (cpu_start or 0.0)),
-                "peak_mb": max(0.0, (hwm_kb - (rss_start_kb or 0)) / 1024)}
+                "peak_mb": max(0.0, (hwm_kb - (rss_start_kb or 0)) / 1024), **report}
 
     def end_live(self) -> tuple[int, object]:
         """Kill and reap the job's live candidate, if any; (wait status, rusage)."""
@@ -176,11 +198,13 @@ class Server:
         _reap_orphans()
         for fd in live.judge_fds:
             os.close(fd)
-        self._wipe_run_dir()
+        self.dirty = True
         return c_status, usage
 
-    def _candidate(self, code: object, assert_kind: bool, fds: list[int], rpc, limits: dict) -> None:
+    def _candidate(self, source_fd: int, assert_kind: bool, fds: list[int], rpc, limits: dict, report: int) -> None:
+        """In the forked child: read the program, confine, compile, report on `report`, then run it."""
         try:
+            source = _read_all(source_fd)
             os.setpgid(0, 0)
             _confine.prctl(_confine.PR_SET_PDEATHSIG, signal.SIGKILL)
             null = os.open("/dev/null", os.O_RDWR)
@@ -188,8 +212,9 @@ class Server:
             if self.landlock is not None:  # before the fd shuffle, which may reuse its number
                 _confine.restrict_landlock(self.landlock)
             stdin = null if assert_kind else fds[0]
-            keep = [stdin, fds[1], fds[2]] + ([rpc[0][0], rpc[1][1]] if assert_kind else [])
-            _place_fds(keep)  # -> 0, 1, 2, RPC_IN, RPC_OUT
+            keep = [stdin, fds[1], fds[2]] + ([rpc[0][0], rpc[1][1]] if assert_kind else []) + [report]
+            _place_fds(keep)  # -> 0, 1, 2, (RPC_IN, RPC_OUT,) report
+            report = len(keep) - 1
             os.closerange(len(keep), 1 << 16)
             os.chdir(self.run_dir)
             signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; we want the kill
@@ -199,8 +224,18 @@ class Server:
             if self.seccomp is not None:
                 _confine.install_seccomp(self.seccomp, os.getpid())
         except BaseException as exc:
-            os.write(2, f"sandbox setup failed: {exc!r}\n".encode())
-            os._exit(71)
+            os.write(report, f"setup:sandbox setup failed: {exc!r}"[:1000].encode())
+            os._exit(EXIT_SETUP_FAILED)
+        try:  # compiled here, under the candidate's limits: the server never holds a program
+            with warnings.catch_warnings():  # a program's SyntaxWarnings are not worth its stderr
+                warnings.simplefilter("ignore")
+                code = compile(source, "<solution>", "exec")
+        except BaseException as exc:
+            os.write(report, f"compile:{type(exc).__name__}: {exc}"[:1000].encode(errors="replace"))
+            os._exit(1)
+        del source
+        os.write(report, b"ok")
+        os.close(report)
         if assert_kind:
             run_candidate_assert(code)
         run_candidate_stdio(code)
@@ -213,12 +248,7 @@ class Server:
             pid = os.fork()
             if pid == 0:
                 try:
-                    os.setpgid(0, 0)
-                    _confine.prctl(_confine.PR_SET_PDEATHSIG, signal.SIGKILL)
-                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                    null = os.open("/dev/null", os.O_RDWR)
-                    _place_fds([null, null, null, null, null, judge_end.fileno()])
-                    os.closerange(JUDGE_CONTROL_FD + 1, 1 << 16)
+                    self._confine_judge(judge_end.fileno())
                     serve_judge()
                 except BaseException as exc:
                     os.write(2, f"judge failed: {exc!r}\n".encode())
@@ -226,6 +256,27 @@ class Server:
             judge_end.close()
             self.judge = (pid, server_end)
         return self.judge[1]
+
+    def _confine_judge(self, control_fd: int) -> None:
+        """The judge runs trusted test code on values from candidates: it may read what the
+        interpreter needs and nothing else, write nowhere, start no process, hold at most
+        JUDGE_MEMORY_MB more than now, and it keeps none of this server's capabilities."""
+        os.setpgid(0, 0)
+        _confine.prctl(_confine.PR_SET_PDEATHSIG, signal.SIGKILL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        null = os.open("/dev/null", os.O_RDWR)
+        vsize_pages, _ = _measure.statm_pages()  # before Landlock, which hides /proc
+        _confine.prctl(_confine.PR_SET_NO_NEW_PRIVS, 1)
+        ruleset = self.landlock_rules.ruleset(None)
+        if ruleset is not None:
+            _confine.restrict_landlock(ruleset)
+        _place_fds([null, null, null, null, null, control_fd])
+        os.closerange(JUDGE_CONTROL_FD + 1, 1 << 16)
+        _confine.set_rlimits(cpu_s=resource.RLIM_INFINITY, processes=64, open_files=64, file_size_bytes=2**20,
+                             address_space_bytes=vsize_pages * _measure.PAGE_KB * 1024 + JUDGE_MEMORY_MB * 2**20)
+        _confine.drop_capabilities()
+        if self.seccomp is not None:
+            _confine.install_seccomp(_confine.build_seccomp(False), os.getpid())
 
     def stop_judge(self) -> None:
         if self.judge is not None:
@@ -235,26 +286,13 @@ class Server:
             os.waitpid(pid, 0)
             self.judge = None
 
-    def _wipe_run_dir(self) -> None:
-        # Read-only binds of the interpreter can sit inside the run dir (a checkout under /tmp): clean
-        # around them, never walk into them (walking a whole venv per job made every job ~20x slower).
-        keep = {p.rstrip("/") for p in self.read_paths if p.startswith(self.run_dir.rstrip("/") + "/")}
-        _wipe(self.run_dir, keep)
 
 
-def _wipe(directory: str, keep: set[str]) -> None:
-    for entry in os.scandir(directory):
-        if entry.path in keep:
-            continue
-        if any(k.startswith(entry.path + "/") for k in keep):
-            _wipe(entry.path, keep)
-        elif entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(entry.path)
-            except OSError:
-                pass
+def _read_all(fd: int) -> str:
+    chunks = []
+    while chunk := os.pread(fd, 1 << 20, sum(map(len, chunks))):
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="surrogatepass")  # as the host encoded it
 
 
 def _place_fds(sources: list[int]) -> None:
@@ -306,7 +344,8 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 
 def _exit_removing(run_dir: str) -> None:
     """The host died: children die with us (their death signal); leave no temp files behind."""
-    shutil.rmtree(run_dir, ignore_errors=True)
+    _rundir.wipe(run_dir)
+    os.rmdir(run_dir)
     os._exit(0)
 
 
@@ -333,8 +372,12 @@ def main() -> None:
             server.stop_judge()
             return
         reply = server.info() if req["op"] == "info" else server.run(req, fds)
+        if not server.fresh_tmpfs:  # emptied before the reply, which says whether that worked
+            server.renew_run_dir()
+            reply["restart"] = server.restart
         body = json.dumps(reply).encode()
         sock.sendall(len(body).to_bytes(8, "little") + body)
+        server.renew_run_dir()  # a new tmpfs while the host reads the reply
 
 
 if __name__ == "__main__":

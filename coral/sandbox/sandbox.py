@@ -28,7 +28,6 @@ from coral.trajectory import ExecutionResult, Task, TestCase, TestResult
 
 log = logging.getLogger(__name__)
 OUTPUT_LIMIT_MB = 16
-_EXIT_SETUP_FAILED = 71  # _server.Server._candidate
 LOADED_MARK = b"L\n"  # must equal _roles.LOADED_MARK (the server side cannot import coral)
 
 
@@ -124,6 +123,7 @@ class Sandbox:
                     worker.start()
                 self._all.append(worker)
                 self._idle.put(worker)
+            _warn_if_unbounded(self._all[0])
             self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="coral-sandbox")
 
     @property
@@ -172,6 +172,8 @@ class Sandbox:
             result = _all_error(job, f"sandbox failure: {exc}")
             key = ""
         finally:
+            if worker.restart_pending:  # its run dir kept something: the next job gets a new worker
+                worker.stop()
             self._idle.put(worker)
         if key:
             self._cache[key] = result
@@ -180,27 +182,36 @@ class Sandbox:
     def _run_on(self, worker: Worker, job: Job) -> ExecutionResult:
         timeout_s = job.timeout_s or self.timeout_s
         memory_mb = job.memory_mb or self.memory_mb
-        results: list[TestResult] = []
         job_id = os.urandom(8).hex()  # the server reuses a candidate only within one job
+        source = _memfd("source", job.code.encode(errors="surrogatepass"))  # the server never reads it
+        try:
+            return self._run_tests(worker, job, job_id, source, timeout_s, memory_mb)
+        finally:
+            os.close(source)
+
+    def _run_tests(self, worker: Worker, job: Job, job_id: str, source: int, timeout_s: float,
+                   memory_mb: int) -> ExecutionResult:
+        results: list[TestResult] = []
         asserts_left = sum(case.kind == "assert" for case in job.tests)
         for case in job.tests:
             asserts_left -= case.kind == "assert"
-            request = {"op": "run", "code": job.code, "kind": case.kind, "timeout_s": timeout_s,
+            request = {"op": "run", "kind": case.kind, "timeout_s": timeout_s,
                        "memory_mb": memory_mb, "output_limit_bytes": OUTPUT_LIMIT_MB * 2**20, "job": job_id,
                        "keep": asserts_left > 0, "tests_left": asserts_left + 1}
             fds = _test_fds(case, job)
             try:
-                outcome = worker.request(request, fds, timeout_s=timeout_s + 30.0)
-                if "compile_error" in outcome:
-                    return _all_error(job, outcome["compile_error"])
+                outcome = worker.request(request, fds + [source], timeout_s=timeout_s + 30.0)
                 stdout = _read_memfd(fds[1]) if case.kind == "stdio" else b""
                 stderr = _read_tail(fds[2], 65536)
                 verdict = _read_memfd(fds[3], 65536) if case.kind == "assert" else b""
             finally:
                 for fd in fds:
                     os.close(fd)
-            if _setup_failed(outcome, stderr):
-                raise SandboxFailure(stderr.decode(errors="replace").strip()[:300])
+            # both come from the candidate's report pipe, closed before its program runs: never forged
+            if "setup_error" in outcome:
+                raise SandboxFailure(outcome["setup_error"][:300])
+            if "compile_error" in outcome:
+                return _all_error(job, outcome["compile_error"])
             if case.kind == "assert":
                 load_error = _load_error(outcome, verdict, stderr)
                 if load_error:
@@ -260,10 +271,12 @@ def _signal_of(status: int | None) -> int | None:
     return os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None
 
 
-def _setup_failed(outcome: dict, stderr: bytes) -> bool:
-    status = outcome["c_status"]
-    return (os.WIFEXITED(status) and os.WEXITSTATUS(status) == _EXIT_SETUP_FAILED
-            and stderr.startswith(b"sandbox setup failed"))
+def _warn_if_unbounded(worker: Worker) -> None:
+    """Root ignores RLIMIT_NPROC: say so when nothing else bounds a candidate's threads/processes."""
+    if os.geteuid() == 0 and not worker.info.get("pid_max"):
+        log.warning("coral sandbox: running as root without a pid-namespace limit (%s); a candidate's "
+                    "threads and processes are bounded only by its deadline and memory.",
+                    "fallback isolation" if worker.isolation == "none" else "kernel older than 6.14")
 
 
 def _limit_verdict(outcome: dict, memory_mb: int) -> tuple[str, str] | None:

@@ -1,10 +1,13 @@
 """Host side of one fork-server worker: start it (inside bwrap, or bare), talk to it, restart it.
 
 A worker is one long-lived `_server.py` process. With bubblewrap it runs with no network, a
-read-only view of only the interpreter's directories and the server's own code, a private size-
-capped tmpfs as its run directory, uid 65534, a new session and `--die-with-parent`. In the
-fallback it runs bare with a private temp dir; the candidate is still confined by seccomp,
-Landlock (when the kernel has it), rlimits and dropped capabilities.
+read-only view of only the interpreter's directories and the server's own code, uid 65534, a new
+session and `--die-with-parent`, and CAP_SYS_ADMIN inside its own user namespace only (to mount a
+fresh tmpfs run dir per candidate and cap its pid namespace; candidates and the judge drop it).
+Every file system in it is read-only except that run dir, and the run dir is never an ancestor of
+a read-only bind (a venv under /tmp), so no candidate can move or create anything the judge or the
+server imports. In the fallback it runs bare with a private temp dir; the candidate is still
+confined by seccomp, Landlock (when the kernel has it), rlimits and dropped capabilities.
 
 This module does NOT compute verdicts (see `sandbox.py`) and does NOT pool workers.
 """
@@ -22,9 +25,12 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
+from coral.sandbox._rundir import wipe
+
 SERVER_DIR = Path(__file__).resolve().parent
 SANDBOX_CODE_DIR = "/opt/coral-sandbox"  # where the server's own modules appear inside bwrap
-TMPFS_MB = 256
+TMPFS_MB = 64  # the fresh run dir of each candidate (bwrap); files count here, not in memory_mb
+PROCESS_LIMIT = 128  # threads + processes of a whole worker (bwrap, Linux 6.14+: pid namespace pid_max)
 THREAD_ENV = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                                      "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")}
 _BOOTSTRAP = "import sys; sys.path.insert(0, {dir!r}); import _server; _server.main()"
@@ -54,23 +60,37 @@ def _interpreter_paths() -> list[str]:
     return [p for p in existing if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in existing)]
 
 
+def bwrap_run_dir(read_paths: list[str]) -> str:
+    """/tmp, unless a read-only bind lies below it (a checkout in /tmp): then a directory of its own,
+    so that the run dir is never an ancestor of something the judge or the server imports."""
+    if not any(p == "/tmp" or p.startswith("/tmp/") for p in read_paths):
+        return "/tmp"
+    if any(p == "/tmp/.coral-run" or p.startswith("/tmp/.coral-run/") for p in read_paths):
+        raise ValueError("the interpreter's paths include /tmp/.coral-run, the sandbox's run dir")
+    return "/tmp/.coral-run"
+
+
 def _bwrap_command(bwrap: str, config: dict) -> list[str]:
+    run_dir = config["run_dir"]
     cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-           "--uid", "65534", "--gid", "65534", "--hostname", "sandbox", "--clearenv",
-           "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "TMPDIR", "/tmp",
-           "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
+           "--cap-add", "CAP_SYS_ADMIN", "--uid", "65534", "--gid", "65534", "--hostname", "sandbox",
+           "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", run_dir,
+           "--setenv", "TMPDIR", run_dir, "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
     for name, value in THREAD_ENV.items():
         cmd += ["--setenv", name, value]
     for name in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
         if os.path.islink(name):
             cmd += ["--symlink", os.readlink(name), name]
-    # The private /tmp comes first: binds made after it stay visible even when the interpreter or
-    # its packages live under the host's /tmp (a checkout in /tmp, as CI may use).
-    cmd += ["--size", str(TMPFS_MB * 2**20), "--tmpfs", "/tmp"]
+    # /tmp first, so binds below it (a checkout in /tmp, as CI may use) stay visible; it is then made
+    # read-only like / and /dev: the only writable file system is the run dir the server mounts.
+    cmd += ["--tmpfs", "/tmp"]
     for path in config["read_paths"]:
         if path != SANDBOX_CODE_DIR:
             cmd += ["--ro-bind", path, path]
-    cmd += ["--ro-bind", str(SERVER_DIR), SANDBOX_CODE_DIR, "--dev", "/dev", "--proc", "/proc", "--chdir", "/tmp"]
+    if run_dir != "/tmp":
+        cmd += ["--dir", run_dir]
+    cmd += ["--ro-bind", str(SERVER_DIR), SANDBOX_CODE_DIR, "--dev", "/dev", "--proc", "/proc",
+            "--remount-ro", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
     return cmd + [sys.executable, "-I", "-c", _BOOTSTRAP.format(dir=SANDBOX_CODE_DIR), json.dumps(config)]
 
 
@@ -85,18 +105,21 @@ class Worker:
         self.sock: socket.socket | None = None
         self.run_dir: str | None = None  # host temp dir, fallback only
         self.info: dict = {}
+        self.restart_pending = False  # the server could not empty its run dir: replace it before reuse
 
     def start(self) -> None:
         host_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         read_paths = _interpreter_paths()
         if self.isolation == "bwrap":
-            run_dir, code_dir = "/tmp", SANDBOX_CODE_DIR
+            run_dir, code_dir = bwrap_run_dir(read_paths), SANDBOX_CODE_DIR
         else:
             self.run_dir = run_dir = tempfile.mkdtemp(prefix="coral-sandbox-")
             code_dir = str(SERVER_DIR)
+        self.restart_pending = False
         config = {"control_fd": server_end.fileno(), "run_dir": run_dir,
                   "allow_subprocess": self.allow_subprocess, "cpu": self.cpu,
-                  "remove_run_dir_on_exit": self.isolation != "bwrap",
+                  "remove_run_dir_on_exit": self.isolation != "bwrap", "fresh_tmpfs": self.isolation == "bwrap",
+                  "tmpfs_mb": TMPFS_MB, "processes": PROCESS_LIMIT,
                   "read_paths": read_paths + [code_dir],
                   "device_files": ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"]}
         if self.isolation == "bwrap":
@@ -125,7 +148,9 @@ class Worker:
                               [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else [])
             self.sock.sendall(body)
             size = int.from_bytes(self._recv_exact(8), "little")
-            return json.loads(self._recv_exact(size))
+            reply = json.loads(self._recv_exact(size))
+            self.restart_pending = self.restart_pending or bool(reply.get("restart"))
+            return reply
         except (OSError, EOFError, ValueError) as exc:
             code = self.proc.poll() if self.proc else None
             self.stop()
@@ -156,5 +181,6 @@ class Worker:
                 self.proc.wait()
             self.proc = None
         if self.run_dir is not None:
+            wipe(self.run_dir)  # as its owner: also what a candidate made unreadable
             shutil.rmtree(self.run_dir, ignore_errors=True)
             self.run_dir = None

@@ -62,7 +62,7 @@ CASES: dict[str, tuple[str, str, set[str]]] = {
                           "        print(line); print(line, file=sys.stderr)\n    return 0\n", "assert candidate() == 1", {"fail"}),
     "write_forged_verdict_to_fds": ("import os\ndef f():\n    for fd in range(3, 256):\n        try:\n"
                                     "            os.write(fd, b'L\\n{\"status\": \"pass\"}')\n        except OSError:\n"
-                                    "            pass\n    return 0\n", "assert candidate() == 1", {"fail"}),
+                                    "            pass\n    return 0\n", "assert candidate() == 1", {"fail", "error"}),
     "delete_the_harness": ("import sys, gc\ndef f():\n    for name in list(sys.modules):\n        if name.startswith('_'):\n"
                            "            sys.modules[name].__dict__.clear()\n    return 0\n", "assert candidate() == 1",
                            {"fail", "error"}),

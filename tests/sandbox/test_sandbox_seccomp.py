@@ -38,6 +38,8 @@ def run_bpf(program: bytes, nr: int, arch: int, args: tuple[int, ...]) -> int:
         elif code in (0x15, 0x35, 0x45):  # JEQ, JGE, JSET with a constant
             taken = acc == k if code == 0x15 else acc >= k if code == 0x35 else bool(acc & k)
             pc += jt if taken else jf
+        elif code == 0x05:  # JA
+            pc += k
         else:
             raise AssertionError(f"unexpected BPF instruction {code:#x}")
 
@@ -48,9 +50,14 @@ def expected(nr: int, args: tuple[int, ...], allow_subprocess: bool) -> int:
     denied = set(_confine._ALWAYS_DENIED) | (set() if allow_subprocess else set(_confine._SUBPROCESS))
     if name in denied:
         return EPERM
+    new_namespace = args[0] & _confine.CLONE_NEW_NAMESPACES
+    signal_io = args[1] in (8, 10, 15) or (args[1] == 4 and args[2] & 0o20000)  # F_SETOWN/SETSIG/SETOWN_EX, O_ASYNC
     rules = {
         "clone3": ENOSYS,
-        "clone": _confine.RET_ALLOW if allow_subprocess or args[0] & _confine.CLONE_THREAD else EPERM,
+        "clone": EPERM if new_namespace else _confine.RET_ALLOW if allow_subprocess or args[0] & _confine.CLONE_THREAD
+        else EPERM,
+        "fcntl": EPERM if signal_io else _confine.RET_ALLOW,
+        "ioctl": EPERM if args[1] in (0x5452, 0x8901, 0x8902) else _confine.RET_ALLOW,  # FIOASYNC, FIOSETOWN, SIOCSPGRP
         "kill": (EPERM if args[0] == -1 else _confine.RET_ALLOW) if allow_subprocess
         else (_confine.RET_ALLOW if args[0] == 0 else EPERM),
         "prlimit64": _confine.RET_ALLOW if args[0] == 0 else EPERM,
@@ -61,7 +68,9 @@ def expected(nr: int, args: tuple[int, ...], allow_subprocess: bool) -> int:
     return rules.get(name, _confine.RET_ALLOW)
 
 
-ARGS = [(0, 0), (1, 0), (0, 1), (-1, 0), (PID, 0), (_confine.CLONE_THREAD | 0x100, 0), (0x100, 0)]
+ARGS = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (-1, 0, 0), (PID, 0, 0), (_confine.CLONE_THREAD | 0x100, 0, 0), (0x100, 0, 0),
+        (_confine.CLONE_THREAD | 0x10000000, 0, 0), (0x20000000, 0, 0), (3, 8, 0), (3, 10, 29), (3, 15, 0), (3, 4, 0o20000),
+        (3, 4, 0o4000), (3, 2, 0o20000), (3, 0x5452, 0), (3, 0x8901, 0), (3, 0x8902, 0), (3, 0x5421, 0)]
 
 
 @pytest.mark.parametrize("allow_subprocess", [False, True])
@@ -70,8 +79,20 @@ def test_every_syscall_number_gets_the_specified_action(allow_subprocess):
     struct.pack_into("<I", prog.program, prog.pid_slot * 8 + 4, PID)
     program = bytes(prog.program)
     wrong = [(nr, args) for nr in range(1024) for args in ARGS
-             if run_bpf(program, nr, ARCH, args + (0,) * 4) != expected(nr, args, allow_subprocess)]
+             if run_bpf(program, nr, ARCH, args + (0,) * 3) != expected(nr, args, allow_subprocess)]
     assert wrong == []
+
+
+def test_the_spec_denies_signal_driven_io_ipc_and_memfd():
+    names = {nums[COLUMN]: name for name, nums in _confine._SYSCALLS.items() if nums[COLUMN] is not None}
+    nr = {name: number for number, name in names.items()}
+    assert expected(nr["fcntl"], (3, 8, 0), False) == EPERM
+    assert expected(nr["fcntl"], (3, 4, 0o20000), False) == EPERM
+    assert expected(nr["fcntl"], (3, 4, 0o4000), False) == _confine.RET_ALLOW
+    assert expected(nr["ioctl"], (3, 0x5452, 0), True) == EPERM
+    for name in ("memfd_create", "shmget", "msgget", "semget", "mq_open"):
+        assert expected(nr[name], (0, 0, 0), True) == EPERM, name
+    assert expected(nr["clone"], (0x10000000, 0, 0), True) == EPERM
 
 
 def test_another_architecture_and_x32_numbers_are_killed():

@@ -106,3 +106,25 @@ def test_workers_die_when_the_parent_is_killed(isolation, tmp_path):
         assert glob.glob(os.path.join(tmp_path, "coral-sandbox-*")) == []
     finally:
         parent.kill()
+
+
+def test_a_worker_whose_run_dir_could_not_be_emptied_is_replaced_before_the_next_job(monkeypatch):
+    from coral.sandbox.worker import Worker
+
+    sb = make_sandbox("none")
+    try:
+        original = Worker.request
+
+        def flagged(self, message, fds, timeout_s):  # as if the server's wipe had left something
+            reply = original(self, message, fds, timeout_s)
+            self.restart_pending = message.get("op") == "run"
+            return reply
+
+        before = sb._all[0].proc.pid
+        monkeypatch.setattr(Worker, "request", flagged)
+        assert sb.run(GOOD[0], GOOD[1], entry_point="f").passed  # this job's verdict still stands
+        monkeypatch.setattr(Worker, "request", original)
+        assert sb.run(GOOD[0], GOOD[1], entry_point="f").passed
+        assert sb._all[0].proc.pid != before
+    finally:
+        sb.close()

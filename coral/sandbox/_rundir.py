@@ -1,0 +1,100 @@
+"""The candidate's run directory, fresh for every candidate, and the worker's process-count limit.
+
+With bubblewrap the fork server holds CAP_SYS_ADMIN in the sandbox's user namespace (nothing outside
+it; candidates and the judge drop it) and works in a mount namespace of its own: for every candidate
+it detaches the previous run dir and mounts a new size-capped tmpfs there. Whatever a candidate did
+to its files, their modes or the directory itself is gone at once, in constant time, whatever it
+left. The same capability sets `pid_max` of the worker's pid namespace (Linux 6.14+), which bounds the
+threads and processes of everything in the worker even when the host runs as root (the kernel ignores
+RLIMIT_NPROC for root).
+
+In the fallback (no namespaces) `wipe` empties the directory with the rights of its owner after every
+process of the candidate is dead: it makes each directory accessible again before descending,
+removes entries through directory fds (no path-length limit, no recursion, never following a
+symlink) and reports whether the directory is empty afterwards.
+
+This module does NOT confine the candidate and does NOT decide when to renew (see `_server`).
+Stdlib-only: it runs inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import stat
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_CLONE_NEWNS, _MS_REC, _MS_PRIVATE, _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 0x20000, 0x4000, 1 << 18, 2, 4, 2
+PID_MAX_RESERVED = 300  # the kernel hands out pids from 300 up once a namespace's counter wrapped
+
+
+def private_mounts() -> None:
+    """Move the calling process into a new mount namespace whose mounts propagate nowhere."""
+    if _libc.unshare(_CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
+    if _libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "making / private failed")
+
+
+def mount_fresh(path: str, size_mb: int, inodes: int, replace: bool) -> None:
+    """Mount a new empty tmpfs (mode 0700, owned by the caller) on `path`, first detaching the one
+    mounted there by an earlier call when `replace`."""
+    if replace and _libc.umount2(path.encode(), _MNT_DETACH) != 0:
+        raise OSError(ctypes.get_errno(), f"umount2({path}) failed")
+    options = f"size={size_mb}m,nr_inodes={inodes},mode=0700".encode()
+    if _libc.mount(b"coral-run", path.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options) != 0:
+        raise OSError(ctypes.get_errno(), f"mounting a tmpfs on {path} failed")
+
+
+def limit_pids(processes: int) -> int:
+    """Cap this pid namespace's pids at about `processes` (pid_max = 300 + processes); the pid_max set,
+    or 0 when the kernel does not let this namespace have its own (before Linux 6.14)."""
+    pid_max = PID_MAX_RESERVED + processes
+    try:
+        with open("/proc/sys/kernel/pid_max", "w") as fh:
+            fh.write(str(pid_max))
+        with open("/proc/sys/kernel/pid_max") as fh:
+            return pid_max if int(fh.read()) == pid_max else 0
+    except (OSError, ValueError):
+        return 0
+
+
+def wipe(directory: str) -> bool:
+    """Remove everything below `directory` as its owner; True when it is empty afterwards."""
+    try:
+        os.chmod(directory, 0o700)
+        root = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    stack = [(root, None)]  # (dir fd, name of that dir in its parent, to rmdir once empty)
+    try:
+        while stack:
+            fd, _ = stack[-1]
+            child = _remove_entries(fd)
+            if child is not None:
+                stack.append(child)
+                continue
+            fd, name = stack.pop()
+            os.close(fd)
+            if stack and name is not None:
+                os.rmdir(name, dir_fd=stack[-1][0])
+        return not os.listdir(directory)
+    except OSError:
+        for fd, _ in stack:
+            os.close(fd)
+        return False
+
+
+def _remove_entries(fd: int) -> tuple[int, str] | None:
+    """Unlink the non-directories in the directory `fd`; the first subdirectory, made accessible and
+    opened, if any. (Nothing changes these entries meanwhile: every candidate process is dead, so a
+    directory checked not to be a symlink can be chmod-ed by name.)"""
+    for entry in os.scandir(fd):
+        mode = os.stat(entry.name, dir_fd=fd, follow_symlinks=False).st_mode
+        if not stat.S_ISDIR(mode):
+            os.unlink(entry.name, dir_fd=fd)
+            continue
+        if mode & 0o700 != 0o700:
+            os.chmod(entry.name, 0o700, dir_fd=fd)
+        return os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd), entry.name
+    return None
