@@ -1,8 +1,8 @@
 """CoRe-Code GRPO on the real model: planner and coder as two LoRA adapters on one shared SmolLM2 base, a few
 steps driven through coral.train.grpo's public API (rollout -> rewards -> advantages -> update).
 
-Slow: three chain rollouts (2 plans x 3 codes) plus their backward passes through a 135M-parameter model
-take about a minute on 2 quiet CPU cores.
+Slow: three chain rollouts (2 tasks x 2 plans x 3 codes) plus their backward passes through a 135M-parameter
+model; 44 min wall on the shared 2-core machine under load average ~30 (not measured on a quiet one).
 """
 
 from __future__ import annotations
