@@ -21,15 +21,17 @@ from coral.policy.base import Policy
 DEMO_MODEL = "scripted-demo"
 
 
-def _policy(spec: str, pipeline: str = "hiras") -> Policy:
+def policy_for(spec: str, pipeline: str = "hiras") -> Policy:
+    """The policy of `--model spec` for a pipeline ("hiras", "papercoder") or "judge"."""
     if spec == DEMO_MODEL and pipeline == "judge":
         raise ValueError(f"--model {DEMO_MODEL} only replays the reproduction agents; a judge needs a model "
                          "(or scripted:<replies.json>)")
     if spec == DEMO_MODEL:
-        from coral.policy.scripted import ScriptedPolicy
         from coral.research.demo import ScriptedAgents, hiras_replies, papercoder_replies
 
-        return ScriptedAgents(hiras_replies()) if pipeline == "hiras" else ScriptedPolicy(papercoder_replies())
+        if pipeline == "hiras":
+            return ScriptedAgents(hiras_replies())
+        return ScriptedAgents({"papercoder": papercoder_replies()}, default="papercoder")
     from coral.policy import load_policy
 
     return load_policy(spec)
@@ -39,8 +41,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     from coral.research.hiras import HirasConfig
     from coral.research.reproduce import reproduce_batch
 
-    policy = _policy(args.model, args.pipeline)
-    manager = _policy(args.manager_model, args.pipeline) if args.manager_model else None
+    policy = policy_for(args.model, args.pipeline)
+    manager = policy_for(args.manager_model, args.pipeline) if args.manager_model else None
     if args.model == DEMO_MODEL and manager is not None:
         raise ValueError("--manager-model cannot be combined with --model scripted-demo (one script serves all agents)")
     config = HirasConfig(step_multiplier=args.step_multiplier, command_timeout_s=args.command_timeout_s,
@@ -58,7 +60,7 @@ def _cmd_judge(args: argparse.Namespace) -> int:
     from coral.research.judges import judge_repo
     from coral.research.paper import load_paper
 
-    result = judge_repo(args.repo, load_paper(args.paper), _policy(args.model, "judge"), args.protocol, args.gold,
+    result = judge_repo(args.repo, load_paper(args.paper), policy_for(args.model, "judge"), args.protocol, args.gold,
                         n=args.n, max_new_tokens=args.max_new_tokens)
     score = "none valid" if result.score is None else f"{result.score:.2f}"
     print(f"{args.protocol} score {score} (valid {result.valid_n}/{result.n}, {len(result.files)} files)")

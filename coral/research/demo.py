@@ -94,10 +94,13 @@ def hiras_replies() -> dict[str, list[str]]:
 
 class ScriptedAgents:
     """A policy serving per-agent scripts: the agent is the name after `AGENT:` in the system prompt;
-    each agent's replies are consumed in order across all its calls. Running out raises."""
+    each agent's replies are consumed in order across all its calls. Running out raises. A chat without
+    `AGENT:` is served from the script named `default` (e.g. the PaperCoder stages). Token counts are
+    characters / 4 of all messages and of the reply, like a real model's prompt, not the last message only."""
 
-    def __init__(self, scripts: dict[str, Sequence[str]], name: str = "scripted-agents") -> None:
+    def __init__(self, scripts: dict[str, Sequence[str]], name: str = "scripted-agents", default: str = "") -> None:
         self.scripts = {agent: list(replies) for agent, replies in scripts.items()}
+        self.default = default
         self.cursor = dict.fromkeys(self.scripts, 0)
         self.name = name
         self.calls: list[tuple[str, tuple]] = []
@@ -106,7 +109,7 @@ class ScriptedAgents:
         out = []
         for request in requests:
             system = request.messages[0]["content"] if request.messages else ""
-            agent = system.split("AGENT: ", 1)[1].split()[0] if "AGENT: " in system else ""
+            agent = system.split("AGENT: ", 1)[1].split()[0] if "AGENT: " in system else self.default
             if agent not in self.scripts:
                 raise KeyError(f"ScriptedAgents: no script for agent {agent!r}")
             if self.cursor[agent] >= len(self.scripts[agent]):
