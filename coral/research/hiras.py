@@ -64,6 +64,7 @@ class CallRecord:
 class HirasConfig:
     step_multiplier: float = 1.0
     command_timeout_s: float = 60.0
+    command_memory_mb: int = 2048  # address-space limit of each sandboxed command (inherited by its children)
     max_new_tokens: int = 2048
     temperature: float = 0.0
 
@@ -170,7 +171,8 @@ class HirasRun:
             from coral.sandbox import Sandbox
 
             self._sandbox = Sandbox(workers=1, allow_subprocess=True, cache=False,
-                                    timeout_s=self.config.command_timeout_s + 15.0)
+                                    timeout_s=self.config.command_timeout_s + 15.0,
+                                    memory_mb=self.config.command_memory_mb)
         return self._sandbox
 
 
