@@ -74,7 +74,8 @@ def main() -> None:
                     scores[protocol] = "no repo"
                     continue
                 try:
-                    result = judge_repo(repo, paper, judge, protocol, FIXTURE_REFERENCE, n=args.n)
+                    result = judge_repo(repo, paper, judge, protocol, FIXTURE_REFERENCE, n=args.n,
+                                        max_new_tokens=args.max_new_tokens)
                 except Exception as exc:  # e.g. a prompt longer than the model's context: shown, not hidden
                     scores[protocol] = f"crashed: {type(exc).__name__}: {exc}"[:60]
                     continue
