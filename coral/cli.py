@@ -1,4 +1,4 @@
-"""`coral eval | train | search | demo`: thin argument parsing over the entry points' configs.
+"""`coral eval | train | search | demo | reproduce | judge`: thin argument parsing over the entry points' configs.
 
 Every config field is a flag (`--samples-per-task 4`); `--config FILE.yaml` loads a file first and
 flags override it. Bad input ends with one line on stderr naming the file, field or value, exit 2 (set CORAL_DEBUG=1
@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         p.add_argument("--config", default=None, help="YAML config file; flags override it")
         _add_fields(p, cls)
+    from coral.research.cli import add_research_commands
+
+    add_research_commands(sub)  # reproduce, judge: each sets args.handler
     return parser
 
 
@@ -128,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # coral's warnings (a degraded sandbox, samples that do not parse) on stderr, marked as such
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return COMMANDS[args.command][2](args)
+        return (getattr(args, "handler", None) or COMMANDS[args.command][2])(args)
     except (ConfigError, FileNotFoundError, ValueError, ConnectionError, KeyError) as exc:
         if os.environ.get("CORAL_DEBUG"):  # the full traceback, for bug reports
             raise

@@ -82,6 +82,7 @@ class TestResult:
     wall_s: float = 0.0
     cpu_s: float = 0.0
     peak_memory_mb: float = 0.0
+    output: str = ""  # stdout then stderr tail of a stdio test, only for jobs with keep_output=True
 
     @property
     def passed(self) -> bool:

@@ -12,6 +12,7 @@ the expected outputs given to it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -41,6 +42,7 @@ class Job:
     test_setup: str = ""
     timeout_s: float | None = None
     memory_mb: int | None = None
+    keep_output: bool = False  # stdio tests: return the program's stdout and stderr tail in TestResult.output
 
 
 class Sandbox:
@@ -218,7 +220,11 @@ class Sandbox:
                     return _all_error(job, load_error)
                 results.append(_judge_assert(outcome, verdict, memory_mb))
             else:
-                results.append(_judge_stdio(outcome, case, stdout, stderr, memory_mb))
+                result = _judge_stdio(outcome, case, stdout, stderr, memory_mb)
+                if job.keep_output:
+                    output = (stdout + (b"\n[stderr]\n" + stderr if stderr else b"")).decode(errors="replace")
+                    result = dataclasses.replace(result, output=output)
+                results.append(result)
         return ExecutionResult(tests=tuple(results))
 
 
@@ -234,7 +240,7 @@ def run_task(sandbox: Sandbox, task: Task, code: str, split: str = "private") ->
 def _cache_key(job: Job, sandbox: Sandbox) -> str:
     tests = [[t.kind, t.code, t.stdin, t.expected_stdout] for t in job.tests]
     blob = json.dumps([job.code, tests, job.entry_point, job.test_setup, job.timeout_s or sandbox.timeout_s,
-                       job.memory_mb or sandbox.memory_mb, sandbox.allow_subprocess])
+                       job.memory_mb or sandbox.memory_mb, sandbox.allow_subprocess, job.keep_output])
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

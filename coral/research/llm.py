@@ -1,0 +1,61 @@
+"""One chat call of a research agent: generate with a policy, count tokens per agent, log to JSONL.
+
+Per-agent logs go to `<log_dir>/<agent>.jsonl`, one line per call with the messages, the reply and
+the token usage the policy reported. Token totals per agent are in `Ledger.usage`.
+
+This module does NOT retry failed calls (policies do) and does NOT price tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from coral.policy.base import GenerationRequest, Message, Policy, SamplingParams
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+
+class Ledger:
+    """Counts tokens per agent name and appends each call to that agent's log file."""
+
+    def __init__(self, log_dir: str | Path | None = None, max_new_tokens: int = 2048, temperature: float = 0.0) -> None:
+        self.log_dir = Path(log_dir) if log_dir is not None else None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature)
+        self.usage: dict[str, Usage] = {}
+
+    def chat(self, policy: Policy, agent: str, messages: Sequence[Message]) -> tuple[str, Usage]:
+        """The reply of `policy` to `messages`, with the usage of this one call."""
+        start = time.perf_counter()
+        completion = policy.generate([GenerationRequest(tuple(messages), self.sampling)])[0]
+        used = Usage(1, completion.usage.get("prompt_tokens", len(completion.prompt_ids)),
+                     completion.usage.get("completion_tokens", len(completion.completion_ids)))
+        self.usage.setdefault(agent, Usage()).add(used)
+        if self.log_dir is not None:
+            record = {"agent": agent, "messages": list(messages), "reply": completion.text,
+                      "usage": asdict(used), "wall_s": round(time.perf_counter() - start, 4)}
+            with open(self.log_dir / f"{agent}.jsonl", "a") as fh:
+                fh.write(json.dumps(record) + "\n")
+        return completion.text, used
+
+    def totals(self) -> dict[str, dict[str, int]]:
+        """{agent: usage} plus a "total" row."""
+        total = Usage()
+        for usage in self.usage.values():
+            total.add(usage)
+        return {**{agent: asdict(u) for agent, u in sorted(self.usage.items())}, "total": asdict(total)}
