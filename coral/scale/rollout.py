@@ -94,6 +94,22 @@ def tensor_versions(model: Any) -> dict[str, int]:
     return {name: t._version for name, t in model.state_dict(keep_vars=True).items()}
 
 
+def changed_tensors(model: Any, synced: Mapping[str, int], full: bool = False,
+                    merge_lora: bool = False) -> tuple[dict[str, Any], dict[str, int]]:
+    """(tensors to push, versions after the push): the state entries whose version differs from
+    `synced` (all with `full`); `merge_lora` sends adapted layers as merged plain-named weights."""
+    current = tensor_versions(model)
+    names = [n for n, v in current.items() if full or synced.get(n) != v]
+    if not names:
+        return {}, current
+    if merge_lora and hasattr(model, "peft_config"):
+        from coral.scale.vllm_engine import merged_lora_weights
+
+        return merged_lora_weights(model, names), current
+    state = model.state_dict()
+    return {n: state[n].detach() for n in names}, current
+
+
 class RolloutPool:
     """`workers` rollout actors, each holding a replica of every policy in `replicas` (name -> policy
     object or spec string). `trainers` (name -> policy) are the policies whose weights are pushed;
@@ -149,18 +165,10 @@ class RolloutPool:
         actor; returns how many tensors went out (0: the replicas are current)."""
         if name not in self._synced:
             return 0
-        model = self.trainers[name].model
-        current = tensor_versions(model)
-        names = [n for n, v in current.items() if full or self._synced[name].get(n) != v]
-        if not names:
+        tensors, current = changed_tensors(self.trainers[name].model, self._synced[name], full,
+                                           merge_lora=_is_vllm(self.replicas[name]))
+        if not tensors:
             return 0
-        if _is_vllm(self.replicas[name]) and hasattr(model, "peft_config"):
-            from coral.scale.vllm_engine import merged_lora_weights
-
-            tensors = merged_lora_weights(model, names)
-        else:
-            state = model.state_dict()
-            tensors = {n: state[n].detach() for n in names}
         self._ref = None  # an actor (re)started from now on is built from the new weights
         self.group.broadcast("load_tensors", (name, import_ray().put(tensors)))
         self._synced[name] = current
