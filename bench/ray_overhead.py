@@ -61,13 +61,17 @@ def make_agents(policies: dict[str, Any], step: int, max_new_tokens: int, seed: 
 def rl_step(policies: dict[str, Any], learners: dict[str, Any], sandbox: Any, tasks: Sequence[Task],
             step: int, plans: int = 2, codes: int = 2, max_new_tokens: int = 24) -> dict[str, Any]:
     """rollout -> sandbox rewards -> group advantages -> one update per agent. Returns the rollouts'
-    token ids and logprobs, the rewards and the learners' metrics (for equality checks)."""
+    token ids and logprobs, the rewards, the learners' metrics (for equality checks) and the seconds
+    of each phase (rollout_s: both agents' generation, reward_s: the sandbox, update_s: both updates)."""
+    t0 = time.perf_counter()
     agents = make_agents(policies, step, max_new_tokens)
     trajs = run_chain(tasks, agents["coder"], sandbox, ChainConfig(plans, codes), planner=agents["planner"])
     by_id = {t.id: t for t in tasks}
     coder_turns = [tr.turns[-1] for tr in trajs]
     programs = [program_for(t.completion_ids, by_id[tr.task_id]) for t, tr in zip(coder_turns, trajs, strict=True)]
+    t1 = time.perf_counter()
     results = judge(sandbox, [by_id[tr.task_id] for tr in trajs], programs)
+    t2 = time.perf_counter()
     for turn, (public, private) in zip(coder_turns, results, strict=True):
         turn.reward = (public.num_passed + private.num_passed) / max(len(public.tests) + len(private.tests), 1)
     plan_rewards: dict[int, list[float]] = {}
@@ -79,9 +83,11 @@ def rl_step(policies: dict[str, Any], learners: dict[str, Any], sandbox: Any, ta
             t.reward = sum(plan_rewards[id(t)]) / len(plan_rewards[id(t)])
     # CoRe-Code's groups: a planner's plans of one task; a coder's codes of one plan
     assign_advantages(turns, lambda t: (t.role, t.metadata["task_id"], t.metadata["plan_id"] if t.role == "coder" else 0))
+    t3 = time.perf_counter()
     metrics = {role: learners[role].update([t for t in turns if t.role == role]) for role in learners}
+    seconds = {"rollout_s": t1 - t0, "reward_s": t2 - t1, "update_s": time.perf_counter() - t3}
     return {"completion_ids": [t.completion_ids for t in turns], "logprobs": [t.logprobs for t in turns],
-            "rewards": [t.reward for t in turns], "metrics": metrics}
+            "rewards": [t.reward for t in turns], "metrics": metrics, "seconds": seconds}
 
 
 def make_learners(policies: dict[str, Any], lr: float = 1e-2) -> dict[str, Any]:
@@ -168,15 +174,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if problem:
             sys.exit(f"ray_overhead: {w} workers: {problem}")
         eval_s, step_s = statistics.median(run["eval_s"]), statistics.median(run["step_s"])
-        rows.append({"rollout_workers": w, "eval_s": eval_s, "step_s": step_s,
+        phases = {k: statistics.median(s["seconds"][k] for s in run["steps"]) for k in run["steps"][0]["seconds"]}
+        rows.append({"rollout_workers": w, "eval_s": eval_s, "step_s": step_s, **phases,
                      "eval_tasks_per_s": len(tasks) / eval_s,
                      "eval_time_vs_no_ray": eval_s / statistics.median(runs[0]["eval_s"]),
                      "step_time_vs_no_ray": step_s / statistics.median(runs[0]["step_s"])})
-    print(f"{'setting':<16}{'eval s':>9}{'tasks/s':>9}{'x no-ray':>10}{'step s':>9}{'x no-ray':>10}")
+    print(f"{'setting':<20}{'eval s':>8}{'tasks/s':>8}{'x no-ray':>9}{'step s':>8}{'x no-ray':>9}"
+          f"{'rollout':>9}{'reward':>8}{'update':>8}")
     for r in rows:
         name = "no ray" if r["rollout_workers"] == 0 else f"ray, {r['rollout_workers']} worker(s)"
-        print(f"{name:<16}{r['eval_s']:>9.2f}{r['eval_tasks_per_s']:>9.2f}{r['eval_time_vs_no_ray']:>10.2f}"
-              f"{r['step_s']:>9.2f}{r['step_time_vs_no_ray']:>10.2f}")
+        print(f"{name:<20}{r['eval_s']:>8.2f}{r['eval_tasks_per_s']:>8.2f}{r['eval_time_vs_no_ray']:>9.2f}"
+              f"{r['step_s']:>8.2f}{r['step_time_vs_no_ray']:>9.2f}{r['rollout_s']:>9.2f}{r['reward_s']:>8.2f}"
+              f"{r['update_s']:>8.2f}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
