@@ -107,34 +107,56 @@ def eval_pass(policies: dict[str, Any], sandbox: Any, tasks: Sequence[Task], out
     return [json.loads(line)["turns"][-1]["text"] for line in lines]
 
 
-def run_setting(workers: int, tasks: Sequence[Task], args: argparse.Namespace) -> dict[str, Any]:
-    """Timings of `args.repeats` eval passes and RL steps; workers 0 means no Ray."""
-    policies = make_policies()
-    learners = make_learners(policies)
-    sandbox: Any = Sandbox(workers=2)
-    if workers:
-        from coral.scale import RaySandbox, RolloutPool
+class Setting:
+    """The policies, learners and sandbox of one setting; `workers` 0 means no Ray."""
 
-        sandbox.close()
-        sandbox = RaySandbox(1, workers=2, cpus_per_actor=0.5)
-        pool = RolloutPool(policies, workers, cpus_per_worker=0.5)
-        policies = {role: pool.policy(role) for role in policies}
-    out: dict[str, Any] = {"eval_s": [], "step_s": [], "steps": []}
-    try:
-        eval_pass(policies, sandbox, tasks, f"{args.out_dir}/w{workers}", args.max_new_tokens)  # warm-up
-        for step in range(args.repeats):
-            t0 = time.perf_counter()
-            out["texts"] = eval_pass(policies, sandbox, tasks, f"{args.out_dir}/w{workers}", args.max_new_tokens)
-            out["eval_s"].append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            result = rl_step(policies, learners, sandbox, tasks, step, max_new_tokens=args.max_new_tokens)
-            out["step_s"].append(time.perf_counter() - t0)
-            out["steps"].append(result)
-    finally:
-        sandbox.close()
+    def __init__(self, workers: int) -> None:
+        self.workers, self.pool = workers, None
+        self.policies = make_policies()
+        self.learners = make_learners(self.policies)
+        self.sandbox: Any = Sandbox(workers=2)
         if workers:
-            pool.close()
-    return out
+            from coral.scale import RaySandbox, RolloutPool
+
+            self.sandbox.close()
+            self.sandbox = RaySandbox(1, workers=2, cpus_per_actor=0.5)
+            self.pool = RolloutPool(self.policies, workers, cpus_per_worker=0.5)  # one torch thread each
+            self.policies = {role: self.pool.policy(role) for role in self.policies}
+        self.out: dict[str, Any] = {"eval_s": [], "step_s": [], "steps": []}
+
+    def eval(self, tasks: Sequence[Task], args: argparse.Namespace) -> float:
+        t0 = time.perf_counter()
+        self.out["texts"] = eval_pass(self.policies, self.sandbox, tasks, f"{args.out_dir}/w{self.workers}",
+                                      args.max_new_tokens)
+        return time.perf_counter() - t0
+
+    def step(self, tasks: Sequence[Task], step: int, args: argparse.Namespace) -> None:
+        t0 = time.perf_counter()
+        result = rl_step(self.policies, self.learners, self.sandbox, tasks, step, max_new_tokens=args.max_new_tokens)
+        self.out["step_s"].append(time.perf_counter() - t0)
+        self.out["steps"].append(result)
+
+    def close(self) -> None:
+        self.sandbox.close()
+        if self.pool is not None:
+            self.pool.close()
+
+
+def run_settings(tasks: Sequence[Task], args: argparse.Namespace) -> dict[int, dict[str, Any]]:
+    """Each repeat runs an eval pass and an RL step in every setting in turn, so that the machine's
+    load, which drifts over minutes, weighs on all settings alike."""
+    settings = [Setting(w) for w in (0, 1, 2)]
+    try:
+        for s in settings:
+            s.eval(tasks, args)  # warm-up: actors start, imports, first-call caches
+        for step in range(args.repeats):
+            for s in settings:
+                s.out["eval_s"].append(s.eval(tasks, args))
+                s.step(tasks, step, args)
+    finally:
+        for s in settings:
+            s.close()
+    return {s.workers: s.out for s in settings}
 
 
 def same_results(a: dict[str, Any], b: dict[str, Any], atol: float = 1e-4) -> str | None:
@@ -161,11 +183,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="write the figures here")
     args = parser.parse_args(argv)
     import ray
+    import torch
 
+    # one torch thread in the driver, as in each rollout actor: the comparison is of Ray, not of thread
+    # counts (two spinning OpenMP threads on a loaded 2-core machine are slower than one)
+    torch.set_num_threads(1)
     tasks = load_benchmark("procedural-train", limit=args.tasks, seed=0)
     ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
     try:
-        runs = {w: run_setting(w, tasks, args) for w in (0, 1, 2)}
+        runs = run_settings(tasks, args)
     finally:
         ray.shutdown()
     rows = []
