@@ -119,8 +119,8 @@ class Setting:
             from coral.scale import RaySandbox, RolloutPool
 
             self.sandbox.close()
-            self.sandbox = RaySandbox(1, workers=2, cpus_per_actor=0.5)
-            self.pool = RolloutPool(self.policies, workers, cpus_per_worker=0.5)  # one torch thread each
+            self.sandbox = RaySandbox(1, workers=2, cpus_per_actor=0.25)
+            self.pool = RolloutPool(self.policies, workers, cpus_per_worker=0.25)  # one torch thread each
             self.policies = {role: self.pool.policy(role) for role in self.policies}
         self.out: dict[str, Any] = {"eval_s": [], "step_s": [], "steps": []}
 

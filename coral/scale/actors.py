@@ -48,6 +48,18 @@ def split(items: Sequence[Any], parts: int) -> list[list[Any]]:
     return out
 
 
+def _check_room(ray: Any, name: str, size: int, num_cpus: float, num_gpus: float) -> None:
+    """Fail now, not hang: Ray keeps an actor that no node can fit pending forever, and calls on it wait."""
+    free = ray.available_resources()
+    for resource, each in (("CPU", num_cpus), ("GPU", num_gpus)):
+        need = size * each
+        if need > free.get(resource, 0.0) + 1e-9:
+            total = ray.cluster_resources().get(resource, 0.0)
+            raise ValueError(f"{name}: {size} actors x {each:g} {resource} need {need:g} {resource}s, the Ray "
+                             f"cluster has {free.get(resource, 0.0):g} free of {total:g}; lower the "
+                             f"{resource} per actor or add nodes")
+
+
 class ActorGroup:
     """`size` actors of `cls` (a plain class; wrapped with ray.remote here), each built with
     `cls(*make_args())`. `name` appears in every error and log line."""
@@ -60,6 +72,7 @@ class ActorGroup:
             raise ValueError(f"{name}: max_retries must be >= 0, got {max_retries}")
         self.ray = import_ray()
         self.name, self.make_args, self.max_retries = name, make_args, max_retries
+        _check_room(self.ray, name, size, num_cpus, num_gpus)
         self._remote = self.ray.remote(cls).options(num_cpus=num_cpus, num_gpus=num_gpus,
                                                     scheduling_strategy="SPREAD")
         # ActorUnavailableError (an actor unreachable for now) exists from ray 2.22 on

@@ -31,3 +31,8 @@ def test_a_ray_sandbox_like_a_local_one_has_its_settings_and_gives_its_verdicts(
             got = [[t.verdict for t in r.tests] for r in remote.run_many(jobs)]
             assert remote.run("def add(a, b):\n    return a + b\n", [ADD], entry_point="add").passed
     assert got == expected == [["pass"], ["fail"], ["timeout"], ["error"]]
+
+
+def test_actors_the_cluster_cannot_fit_fail_at_once_instead_of_hanging(ray_cluster):
+    with pytest.raises(ValueError, match=r"sandbox: 2 actors x 64 CPU need 128 CPUs, the Ray cluster has .* free of 2"):
+        RaySandbox(2, cpus_per_actor=64)

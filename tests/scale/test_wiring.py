@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from coral.cli import main
 
 
@@ -12,6 +14,7 @@ def samples(path):
             for r in map(json.loads, path.read_text().splitlines())]
 
 
+@pytest.mark.slow  # starts its own rollout actors (a torch import each) and runs coral eval twice: ~2 min loaded
 def test_coral_eval_on_ray_writes_the_samples_of_coral_eval_without_ray(ray_cluster, tmp_path):
     args = ["eval", "--workflow", "chain", "--model", "tiny", "--limit", "3", "--max-new-tokens", "8",
             "--sandbox-workers", "1", "--no-progress"]
