@@ -35,17 +35,24 @@ def connect(ray_address: str, num_cpus: int | None = None) -> Any:
 
 
 def maybe_distribute(policy: Any, sandbox: Any, ray_address: str | None, *, rollout_workers: int = 2,
-                     sandbox_actors: int = 1, cpus_per_worker: float = 1.0, max_retries: int = 2) -> tuple[Any, Any]:
+                     sandbox_actors: int = 1, cpus_per_worker: float | None = None,
+                     max_retries: int = 2) -> tuple[Any, Any]:
     """(policy, sandbox) to use: unchanged without `ray_address`; else RayPolicy views over one pool of
     `rollout_workers` actors holding every distinct policy (`policy` is one policy or a mapping
     role -> policy; roles sharing a policy share its replica) and a RaySandbox of `sandbox_actors`
-    actors with `sandbox`'s settings (`sandbox` None stays None)."""
+    actors with `sandbox`'s settings (`sandbox` None stays None). `cpus_per_worker` None: the cluster's
+    free CPUs shared evenly among the actors started here."""
     if ray_address is None:
         return policy, sandbox
     from coral.scale.rollout import RolloutPool
     from coral.scale.sandbox_pool import RaySandbox
 
-    connect(ray_address)
+    ray = connect(ray_address)
+    if cpus_per_worker is None:
+        free = ray.available_resources().get("CPU", 0.0)
+        if free <= 0:
+            raise ValueError(f"the Ray cluster at {ray_address!r} has no free CPU for coral's actors")
+        cpus_per_worker = free / (rollout_workers + (sandbox_actors if sandbox is not None else 0))
     roles = dict(policy) if isinstance(policy, Mapping) else {"policy": policy}
     first: dict[int, str] = {}
     for role, p in roles.items():
