@@ -36,6 +36,9 @@ from coral.trajectory import Task
 from coral.workflows.chain import ChainConfig, run_chain
 from coral.workflows.common import judge
 
+# the programs end in milliseconds; a generous limit keeps a starved machine from turning a pass into a
+# timeout in one setting only
+TIMEOUT_S = 30.0
 WRONG = "def {name}(*args, **kwargs):\n    return None\n"
 
 
@@ -114,12 +117,12 @@ class Setting:
         self.workers, self.pool = workers, None
         self.policies = make_policies()
         self.learners = make_learners(self.policies)
-        self.sandbox: Any = Sandbox(workers=2)
+        self.sandbox: Any = Sandbox(workers=2, timeout_s=TIMEOUT_S)
         if workers:
             from coral.scale import RaySandbox, RolloutPool
 
             self.sandbox.close()
-            self.sandbox = RaySandbox(1, workers=2, cpus_per_actor=0.25)
+            self.sandbox = RaySandbox(1, workers=2, timeout_s=TIMEOUT_S, cpus_per_actor=0.25)
             self.pool = RolloutPool(self.policies, workers, cpus_per_worker=0.25)  # one torch thread each
             self.policies = {role: self.pool.policy(role) for role in self.policies}
         self.out: dict[str, Any] = {"eval_s": [], "step_s": [], "steps": []}
@@ -142,7 +145,33 @@ class Setting:
             self.pool.close()
 
 
-def run_settings(tasks: Sequence[Task], args: argparse.Namespace) -> dict[int, dict[str, Any]]:
+def call_overheads(settings: Sequence[Setting], calls: int = 20) -> dict[str, float]:
+    """Ray's fixed costs, medians in ms: one generate call of one 1-token request through one rollout
+    actor minus the same call locally, one sandbox call of one job minus the same locally, and a push
+    of the coder's full state (`sync_weights(full=True)`) to the 1-worker pool."""
+    from coral.policy.base import GenerationRequest, user
+    from coral.sandbox import Job
+
+    local, remote = settings[0], settings[1]
+    request = [GenerationRequest(user("x"), SamplingParams(max_new_tokens=1, seed=0))]
+    job = [Job("def f():\n    return 1\n", (), "f")]
+    timings: dict[str, list[float]] = {k: [] for k in ("gen_local", "gen_ray", "sb_local", "sb_ray", "push")}
+    for _ in range(calls):
+        for key, call in (("gen_local", lambda: local.policies["coder"].generate(request)),
+                          ("gen_ray", lambda: remote.policies["coder"].generate(request)),
+                          ("sb_local", lambda: local.sandbox.run_many(job)),
+                          ("sb_ray", lambda: remote.sandbox.run_many(job)),
+                          ("push", lambda: remote.pool.sync_weights("coder", full=True))):
+            t0 = time.perf_counter()
+            call()
+            timings[key].append(1000 * (time.perf_counter() - t0))
+    med = {k: statistics.median(v) for k, v in timings.items()}
+    state = local.policies["coder"].model.state_dict()
+    return {"generate_call_ms": med["gen_ray"] - med["gen_local"], "sandbox_call_ms": med["sb_ray"] - med["sb_local"],
+            "full_push_ms": med["push"], "full_push_mb": sum(t.numel() * t.element_size() for t in state.values()) / 2**20}
+
+
+def run_settings(tasks: Sequence[Task], args: argparse.Namespace) -> tuple[dict[int, dict[str, Any]], dict[str, float]]:
     """Each repeat runs an eval pass and an RL step in every setting in turn, so that the machine's
     load, which drifts over minutes, weighs on all settings alike."""
     settings = [Setting(w) for w in (0, 1, 2)]
@@ -153,10 +182,11 @@ def run_settings(tasks: Sequence[Task], args: argparse.Namespace) -> dict[int, d
             for s in settings:
                 s.out["eval_s"].append(s.eval(tasks, args))
                 s.step(tasks, step, args)
+        overheads = call_overheads(settings)
     finally:
         for s in settings:
             s.close()
-    return {s.workers: s.out for s in settings}
+    return {s.workers: s.out for s in settings}, overheads
 
 
 def same_results(a: dict[str, Any], b: dict[str, Any], atol: float = 1e-4) -> str | None:
@@ -164,8 +194,15 @@ def same_results(a: dict[str, Any], b: dict[str, Any], atol: float = 1e-4) -> st
     if a["texts"] != b["texts"]:
         return "evaluation texts differ"
     for i, (x, y) in enumerate(zip(a["steps"], b["steps"], strict=True)):
-        if x["completion_ids"] != y["completion_ids"] or x["rewards"] != y["rewards"]:
-            return f"step {i}: rollouts or rewards differ"
+        for j, (ids_x, ids_y) in enumerate(zip(x["completion_ids"], y["completion_ids"], strict=True)):
+            if ids_x != ids_y:
+                at = next((k for k, (p, q) in enumerate(zip(ids_x, ids_y, strict=False)) if p != q),
+                      min(len(ids_x), len(ids_y)))
+                return (f"step {i}: turn {j}'s tokens differ from token {at} on "
+                        f"(logprobs there {x['logprobs'][j][at:at + 1]} vs {y['logprobs'][j][at:at + 1]})")
+        if x["rewards"] != y["rewards"]:
+            j = next(j for j, (p, q) in enumerate(zip(x["rewards"], y["rewards"], strict=True)) if p != q)
+            return f"step {i}: turn {j}'s reward differs ({x['rewards'][j]} vs {y['rewards'][j]})"
         worst = max(abs(p - q) for lx, ly in zip(x["logprobs"], y["logprobs"], strict=True)
                     for p, q in zip(lx, ly, strict=True))
         if worst > atol:
@@ -191,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = load_benchmark("procedural-train", limit=args.tasks, seed=0)
     ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
     try:
-        runs = run_settings(tasks, args)
+        runs, overheads = run_settings(tasks, args)
     finally:
         ray.shutdown()
     rows = []
@@ -212,9 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{name:<20}{r['eval_s']:>8.2f}{r['eval_tasks_per_s']:>8.2f}{r['eval_time_vs_no_ray']:>9.2f}"
               f"{r['step_s']:>8.2f}{r['step_time_vs_no_ray']:>9.2f}{r['rollout_s']:>9.2f}{r['reward_s']:>8.2f}"
               f"{r['update_s']:>8.2f}")
+    print("Ray's fixed costs (median ms): " + ", ".join(f"{k} {v:.2f}" for k, v in overheads.items()))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))
+        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "overheads": overheads}, indent=2))
     return 0
 
 

@@ -11,6 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
+# the programs tests run end in milliseconds; a generous limit keeps a starved, loaded machine from
+# turning a pass into a timeout in one of two runs that must agree
+TIMEOUT_S = 30.0
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "ray_overhead.py"
 
 
@@ -43,11 +46,20 @@ def actors(ray_cluster, step_bench):
     trainers = step_bench.make_policies()
     initial = {r: {n: t.clone() for n, t in p.model.state_dict().items()} for r, p in trainers.items()}
     pool = RolloutPool(trainers, 2, cpus_per_worker=0.25)
-    sandbox = RaySandbox(2, workers=1, cpus_per_actor=0.25)
+    sandbox = RaySandbox(2, workers=1, timeout_s=TIMEOUT_S, cpus_per_actor=0.25)
     yield SimpleNamespace(trainers=trainers, initial=initial, pool=pool, sandbox=sandbox,
                           policies={r: pool.policy(r) for r in trainers})
     pool.close()
     sandbox.close()
+
+
+@pytest.fixture
+def local_sandbox():
+    """The sandbox of the runs without Ray, with the limits of the shared RaySandbox."""
+    from coral.sandbox import Sandbox
+
+    with Sandbox(workers=2, timeout_s=TIMEOUT_S) as sandbox:
+        yield sandbox
 
 
 @pytest.fixture

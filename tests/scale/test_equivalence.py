@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from coral.benchmarks import load_benchmark
-from coral.sandbox import Sandbox
 
 
 @pytest.fixture(scope="module")
@@ -26,11 +25,10 @@ def assert_same_steps(expected, got):
             torch.testing.assert_close(torch.tensor(y), torch.tensor(x), atol=1e-4, rtol=0)
 
 
-def test_rl_steps_on_ray_equal_the_steps_without_ray(ray_run, step_bench, tasks):
+def test_rl_steps_on_ray_equal_the_steps_without_ray(ray_run, step_bench, tasks, local_sandbox):
     local = step_bench.make_policies()
     learners = step_bench.make_learners(local)
-    with Sandbox(workers=2) as sandbox:
-        plain = [step_bench.rl_step(local, learners, sandbox, tasks, s, max_new_tokens=16) for s in range(2)]
+    plain = [step_bench.rl_step(local, learners, local_sandbox, tasks, s, max_new_tokens=16) for s in range(2)]
     pushed_before = ray_run.pool.pushed_tensors
     on_ray = [step_bench.rl_step(ray_run.policies, ray_run.learners, ray_run.sandbox, tasks, s, max_new_tokens=16)
               for s in range(2)]

@@ -10,7 +10,6 @@ import pytest
 
 from coral.policy import ScriptedPolicy
 from coral.policy.base import GenerationRequest, user
-from coral.sandbox import Sandbox
 from coral.scale import ActorLostError, RayPolicy, RaySandbox
 
 
@@ -33,13 +32,12 @@ def kill_when_busy(ray, groups, timeout_s: float = 60.0) -> threading.Thread:
 
 
 def test_a_step_with_actors_killed_mid_step_gives_the_results_of_a_step_without_ray(ray_run, ray_cluster,
-                                                                                   step_bench):
+                                                                                   step_bench, local_sandbox):
     from coral.benchmarks import load_benchmark
 
     tasks = load_benchmark("procedural-train", limit=2, seed=0)
-    with Sandbox(workers=2) as sandbox:
-        local = step_bench.make_policies()
-        expected = step_bench.rl_step(local, step_bench.make_learners(local), sandbox, tasks, 0, max_new_tokens=16)
+    local = step_bench.make_policies()
+    expected = step_bench.rl_step(local, step_bench.make_learners(local), local_sandbox, tasks, 0, max_new_tokens=16)
 
     restarts = ray_run.pool.restarts, ray_run.sandbox.restarts
     killer = kill_when_busy(ray_cluster, [ray_run.pool.group, ray_run.sandbox.group])
