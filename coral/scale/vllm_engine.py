@@ -38,8 +38,8 @@ def merged_lora_weights(model: Any, names: Iterable[str]) -> dict[str, Any]:
             if prefix in adapted and hasattr(module, "get_delta_weight"):
                 weight = module.base_layer.weight + module.get_delta_weight(adapter).to(module.base_layer.weight.dtype)
                 out[_plain(prefix + ".weight")] = weight.detach()
-        for n in names:
-            if ".lora_" not in n:
+        for n in names:  # the base weight of a merged layer is already in `out`, merged: keep that one
+            if ".lora_" not in n and _plain(n) not in out:
                 out[_plain(n)] = state[n].detach()
     return out
 

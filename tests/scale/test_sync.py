@@ -86,3 +86,8 @@ def test_merged_lora_weights_equal_peft_merge_for_the_adapted_layers():
         torch.testing.assert_close(value, plain[name])
     base = policy.model.get_base_model().model.layers[0].self_attn.q_proj.base_layer.weight
     assert not torch.allclose(merged["model.layers.0.self_attn.q_proj.weight"], base)
+    # a full push (every state entry changed): the merged weight wins over its layer's base weight
+    everything = merged_lora_weights(policy.model, list(policy.model.state_dict()))
+    assert set(everything) == set(plain)
+    for name, value in plain.items():
+        torch.testing.assert_close(everything[name], value)
