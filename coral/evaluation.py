@@ -37,6 +37,7 @@ class EvalConfig:
     timeout_s: float = 4.0
     sandbox_workers: int = 2
     out_dir: str = "runs/eval"
+    ray_address: str | None = None  # "local", "auto" or an address: rollouts and sandbox jobs on Ray (coral.scale)
 
     def __post_init__(self) -> None:
         if self.samples_per_task < 1:
@@ -126,6 +127,11 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
     out_dir.mkdir(parents=True, exist_ok=True)
     own_sandbox = sandbox is None
     sandbox = sandbox or Sandbox(workers=cfg.sandbox_workers, timeout_s=cfg.timeout_s)
+    if cfg.ray_address is not None:
+        from coral.scale import distribute_agents
+
+        agents, sandbox = distribute_agents(agents, sandbox, cfg.ray_address)
+        own_sandbox = True  # the sandbox actors are this evaluation's
     chain_cfg = ChainConfig(plans_per_task=cfg.samples_per_task if "planner" in agents else 1,
                             codes_per_plan=1 if "planner" in agents else cfg.samples_per_task,
                             debug_rounds=cfg.debug_rounds)

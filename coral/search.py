@@ -30,6 +30,7 @@ class SearchConfig:
     sandbox_workers: int = 2
     out_dir: str = "runs/search"
     resume: bool = True
+    ray_address: str | None = None  # "local", "auto" or an address: rollouts and sandbox jobs on Ray (coral.scale)
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -80,6 +81,10 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict[str, float]:
                   f"pass@N {m['pass@n']:.3f}  {time.perf_counter() - start:.1f}s", flush=True)
 
     with Sandbox(workers=cfg.sandbox_workers, timeout_s=cfg.timeout_s) as sandbox:
+        if cfg.ray_address is not None:
+            from coral.scale import distribute_agents
+
+            agents, sandbox = distribute_agents(agents, sandbox, cfg.ray_address)
         trees = search(tasks, agents, sandbox, tcfg, trees=trees, on_step=on_step)
     _save_trees(path, trees, cfg)
     metrics = tree_metrics(trees)

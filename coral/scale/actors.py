@@ -1,0 +1,136 @@
+"""ActorGroup: N Ray actors of one class that run shards of a batch, restarting dead ones.
+
+`map(method, shards)` sends shard i to actor i % N and returns the results in shard order. When an
+actor dies (killed, OOM, node lost) while it holds a shard, or is found dead when a shard is sent,
+the group starts a replacement from `make_args()` (read again at restart time, so a rollout replica
+comes back with the trainer's current weights) and sends the shard again, at most `max_retries`
+times per shard; after that `map` raises `ActorLostError` naming the group, the actor and the shard.
+An exception raised by the method itself (bad input, a bug) is not retried: it propagates as is,
+because running the same input again would fail the same way.
+
+This module does NOT decide how a batch is split (see `split`) and does NOT place actors by resource
+beyond `num_cpus` and Ray's SPREAD strategy (one actor per node while nodes remain).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+class ActorLostError(RuntimeError):
+    """An actor kept dying on a shard: the step cannot complete (never turned into a default result)."""
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as error:
+        raise ImportError("coral.scale needs the 'ray' package, which is not installed: "
+                          "pip install 'coral-rl[ray]'") from error
+    return ray
+
+
+def split(items: Sequence[Any], parts: int) -> list[list[Any]]:
+    """`items` cut into at most `parts` contiguous, non-empty shards whose sizes differ by at most one."""
+    if parts < 1:
+        raise ValueError(f"split: parts must be >= 1, got {parts}")
+    parts = min(parts, len(items))
+    size, extra = divmod(len(items), parts) if parts else (0, 0)
+    out, lo = [], 0
+    for i in range(parts):
+        hi = lo + size + (i < extra)
+        out.append(list(items[lo:hi]))
+        lo = hi
+    return out
+
+
+def _check_room(ray: Any, name: str, size: int, num_cpus: float, num_gpus: float) -> None:
+    """Fail now, not hang: Ray keeps an actor that no node can fit pending forever, and calls on it wait."""
+    free = ray.available_resources()
+    for resource, each in (("CPU", num_cpus), ("GPU", num_gpus)):
+        need = size * each
+        if need > free.get(resource, 0.0) + 1e-9:
+            total = ray.cluster_resources().get(resource, 0.0)
+            raise ValueError(f"{name}: {size} actors x {each:g} {resource} need {need:g} {resource}s, the Ray "
+                             f"cluster has {free.get(resource, 0.0):g} free of {total:g}; lower the "
+                             f"{resource} per actor or add nodes")
+
+
+class ActorGroup:
+    """`size` actors of `cls` (a plain class; wrapped with ray.remote here), each built with
+    `cls(*make_args())`. `name` appears in every error and log line."""
+
+    def __init__(self, name: str, cls: type, make_args: Callable[[], tuple], size: int,
+                 max_retries: int = 2, num_cpus: float = 1.0, num_gpus: float = 0.0) -> None:
+        if size < 1:
+            raise ValueError(f"{name}: the number of actors must be >= 1, got {size}")
+        if max_retries < 0:
+            raise ValueError(f"{name}: max_retries must be >= 0, got {max_retries}")
+        self.ray = import_ray()
+        self.name, self.make_args, self.max_retries = name, make_args, max_retries
+        _check_room(self.ray, name, size, num_cpus, num_gpus)
+        self._remote = self.ray.remote(cls).options(num_cpus=num_cpus, num_gpus=num_gpus,
+                                                    scheduling_strategy="SPREAD")
+        # ActorUnavailableError (an actor unreachable for now) exists from ray 2.22 on
+        self._lost = tuple(getattr(self.ray.exceptions, n) for n in ("RayActorError", "ActorUnavailableError")
+                           if hasattr(self.ray.exceptions, n))
+        self.restarts = 0  # replacements started over the group's life (a metric, and what tests check)
+        self.actors = [self._spawn() for _ in range(size)]
+        self._in_flight: list[Any] = []
+
+    def _spawn(self) -> Any:
+        return self._remote.remote(*self.make_args())
+
+    def in_flight(self) -> list[Any]:
+        """The actors now running a shard of the current `map` call (empty between calls)."""
+        return list(self._in_flight)
+
+    def map(self, method: str, shards: Sequence[Any]) -> list[Any]:
+        """`getattr(actor, method)(shard)` for each shard, on actor i % size; results in shard order."""
+        ray = self.ray
+        tries = [0] * len(shards)
+        pending = {self._submit(method, i, shards[i]): i for i in range(len(shards))}
+        results: list[Any] = [None] * len(shards)
+        try:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                i = pending.pop(ready[0])
+                try:
+                    results[i] = ray.get(ready[0])
+                except self._lost as error:
+                    tries[i] += 1
+                    self._replace(i % len(self.actors), tries[i], error)
+                    pending[self._submit(method, i, shards[i])] = i
+        finally:
+            self._in_flight = []
+        return results
+
+    def _submit(self, method: str, i: int, shard: Any) -> Any:
+        actor = self.actors[i % len(self.actors)]
+        self._in_flight.append(actor)
+        return getattr(actor, method).remote(shard)
+
+    def _replace(self, k: int, tries: int, error: BaseException) -> None:
+        reason = " ".join(str(error).split())[:300]
+        if tries > self.max_retries:
+            raise ActorLostError(f"{self.name}: actor {k} died {tries} times running one shard; gave up after "
+                                 f"max_retries={self.max_retries} ({reason})") from error
+        logger.warning("%s: actor %d died (%s); starting a replacement and retrying its shard (retry %d of %d)",
+                       self.name, k, reason, tries, self.max_retries)
+        self.ray.kill(self.actors[k])  # an actor that is only unreachable must not come back as a twin
+        self.actors[k] = self._spawn()
+        self.restarts += 1
+
+    def broadcast(self, method: str, arg: Any) -> list[Any]:
+        """`method(arg)` on every actor (e.g. a weight push); a dead actor is replaced and the call repeated
+        on its replacement."""
+        return self.map(method, [arg] * len(self.actors))
+
+    def close(self) -> None:
+        for actor in self.actors:
+            self.ray.kill(actor)
+        self.actors = []

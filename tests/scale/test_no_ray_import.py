@@ -1,0 +1,54 @@
+"""Without `ray_address`, coral never imports ray: not on `import coral`, not in any command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def python(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    # the worktree first on sys.path, as pytest's rootdir is: this checkout's coral, not another install's
+    return subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r})\n" + code],
+                          cwd=cwd, capture_output=True, text=True, timeout=240)
+
+
+def test_importing_coral_and_every_entry_point_does_not_import_ray(tmp_path):
+    out = python("import coral, coral.scale, coral.cli, coral.evaluation, coral.search\n"
+                 "import coral.train.corecode, coral.train.mars2\n"
+                 "from coral.scale import maybe_distribute, RayPolicy\n"
+                 "coral.cli.build_parser()\n"
+                 "assert maybe_distribute('policy', 'sandbox', None) == ('policy', 'sandbox')\n"
+                 "print('ray' in sys.modules)", tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_coral_eval_and_coral_search_without_ray_address_do_not_import_ray(tmp_path):
+    from coral.benchmarks import load_benchmark
+
+    task = load_benchmark("procedural-test", limit=1)[0]
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps([f"```python\n{task.reference}\n```"]))
+    model = f"scripted:{replies}"
+    out = python("from coral.cli import main\n"
+                 f"assert main(['eval', '--workflow', 'single', '--model', {model!r}, '--limit', '1', "
+                 f"'--sandbox-workers', '1', '--out-dir', 'e', '--no-progress']) == 0\n"
+                 f"assert main(['search', '--models', {model!r}, '--limit', '1', '--max-nodes', '1', "
+                 f"'--sandbox-workers', '1', '--out-dir', 's', '--no-progress']) == 0\n"
+                 "print('ray' in sys.modules)", tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize("address", ["", "   ", None])
+def test_connect_rejects_an_empty_ray_address(address):
+    from coral.scale import connect
+
+    with pytest.raises(ValueError, match="ray_address must be 'local', 'auto' or a cluster address"):
+        connect(address)
