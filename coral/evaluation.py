@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from coral.agents import make_agent
+from coral.config import UserInputError
 from coral.policy.base import SamplingParams
 from coral.trajectory import Task, Trajectory, to_dict
 from coral.workflows.chain import ChainConfig, run_chain
@@ -75,7 +76,7 @@ def task_pass_rates(samples_jsonl: str | Path) -> dict[str, float]:
                 record = json.loads(line)
                 by_task.setdefault(record["task_id"], []).append(bool(record["passed"]))
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise ValueError(f"{samples_jsonl}:{line_no}: not an evaluation sample record ({exc})") from exc
+                raise UserInputError(f"{samples_jsonl}:{line_no}: not an evaluation sample record ({exc})") from exc
     return {task: sum(v) / len(v) for task, v in by_task.items()}
 
 
@@ -120,7 +121,7 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
 
     tasks = list(tasks) if tasks is not None else load_benchmark(cfg.bench, limit=cfg.limit, seed=cfg.seed)
     if not tasks:
-        raise ValueError(f"benchmark {cfg.bench!r} has no tasks")
+        raise UserInputError(f"benchmark {cfg.bench!r} has no tasks")
     agents = agents or build_agents(cfg)
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from coral.config import UserInputError
 from coral.policy.base import SamplingParams
 
 
@@ -63,7 +64,7 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict[str, float]:
     if cfg.resume and path.is_file():
         saved = json.loads(path.read_text())
         if saved["config"] != json.loads(json.dumps(asdict(cfg))):
-            raise ValueError(f"{path} was written with another config; pass --resume false or another --out-dir")
+            raise UserInputError(f"{path} was written with another config; pass --resume false or another --out-dir")
         trees = [Tree.from_dict(d) for d in saved["trees"]]
         if progress:
             print(f"resuming {len(trees)} trees from {path} ({sum(t.size for t in trees)} nodes so far)")

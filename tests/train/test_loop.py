@@ -34,8 +34,10 @@ def _toy_run(out, steps, crash_at=None):
     agents = {"solo": TrainedAgent(learner.policy, learner)}
     run = Run(out, {"steps": steps})
     state = run.restore(agents) or new_state()
+    learner.steps_run = []
 
     def step_fn(step, batch):
+        learner.steps_run.append(step)
         if step == crash_at:
             raise RuntimeError("killed")
         noise = random.random() + torch.rand(()).item()  # both RNG streams feed the update
@@ -60,6 +62,7 @@ def test_a_run_that_dies_resumes_from_its_checkpoint_to_the_same_state(tmp_path)
         _toy_run(tmp_path / "crashed", steps=6, crash_at=4)  # step 3 was logged, its checkpoint (every 2) not
     assert len((tmp_path / "crashed" / "metrics.jsonl").read_text().splitlines()) == 3
     resumed = _toy_run(tmp_path / "crashed", steps=6)
+    assert resumed.steps_run == [3, 4, 5, 6]  # from the step-2 checkpoint on, not from scratch
     for a, b in zip(clean.policy.parameters(), resumed.policy.parameters(), strict=True):
         assert torch.equal(a, b)
     assert clean.opt.state_dict()["state"][0]["momentum_buffer"].equal(
