@@ -22,22 +22,22 @@ from coral.workflows.chain import ChainConfig, run_chain
 
 @dataclass(frozen=True)
 class EvalConfig:
-    bench: str = "procedural-test"
-    workflow: Literal["single", "chain"] = "chain"
-    model: str = "tiny"
+    bench: str = "procedural-test"  # benchmark name or a JSONL/parquet file of tasks
+    workflow: Literal["single", "chain"] = "chain"  # single: coder alone; chain: planner -> coder
+    model: str = "tiny"  # the coder's model: tiny, a model directory, scripted:FILE, openai:URL[#model], vllm:NAME
     planner_model: str | None = None  # default: the coder's model (one shared policy)
-    limit: int | None = None
-    samples_per_task: int = 1
-    ks: tuple[int, ...] = (1,)
-    debug_rounds: int = 0
-    max_new_tokens: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
-    tasks_per_batch: int = 16
-    timeout_s: float = 4.0
-    sandbox_workers: int = 2
-    out_dir: str = "runs/eval"
+    limit: int | None = None  # evaluate only the first N tasks (None: all)
+    samples_per_task: int = 1  # samples drawn per task (pass@k needs k <= samples)
+    ks: tuple[int, ...] = (1,)  # the k of each pass@k reported (comma separated)
+    debug_rounds: int = 0  # debugger rewrites while public tests fail (0: no debugger)
+    max_new_tokens: int = 256  # longest completion, in tokens
+    temperature: float = 0.0  # sampling temperature (0: greedy)
+    top_p: float = 1.0  # nucleus sampling mass
+    seed: int = 0  # base seed of task order and sampling
+    tasks_per_batch: int = 16  # tasks generated and judged together
+    timeout_s: float = 4.0  # time limit of each test in the sandbox
+    sandbox_workers: int = 2  # sandbox worker processes that run the tests
+    out_dir: str = "runs/eval"  # where samples.jsonl and summary.json go
 
     def __post_init__(self) -> None:
         if self.samples_per_task < 1:

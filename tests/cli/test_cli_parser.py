@@ -20,7 +20,7 @@ def test_building_the_parser_twice_keeps_every_train_flag():
 
 
 def test_every_recipe_flag_says_what_it_means_not_only_its_default():
-    for command in ("demo", "train"):
+    for command in ("demo", "train", "eval", "search"):
         for opt, action in _flags(build_parser(), command).items():
             if opt in ("-h", "--help"):
                 continue
