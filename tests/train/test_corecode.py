@@ -340,7 +340,7 @@ def test_dr_grpo_keeps_the_efficiency_bonus_small_where_grpo_inflates_it():
                                                dtype=torch.float64), atol=1e-9, rtol=0)
     assert g[:4].abs().max() > g[4:].abs().max()  # grpo: efficiency noise outweighs correctness
     assert d[:4].abs().max() < 0.1 * d[4:].abs().max()  # dr_grpo: the bonus keeps its weight
-    assert CoReCodeConfig().advantage == "dr_grpo"
+    assert CoReCodeConfig().rl.advantage == "dr_grpo"
 
 
 @pytest.mark.parametrize("resume", [True, False])
