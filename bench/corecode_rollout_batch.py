@@ -17,9 +17,11 @@ import statistics
 import time
 from pathlib import Path
 
+from coral.benchmarks.splits import build_tasks, rl_tasks
 from coral.policy.hf import HFPolicy
 from coral.sandbox import Sandbox
-from coral.train.corecode import CoReCodeConfig, build_tasks, next_batch, rl_step, rl_tasks
+from coral.train.corecode import CoReCodeConfig, rl_step
+from coral.train.loop import next_batch
 
 
 def main() -> None:
@@ -37,9 +39,9 @@ def main() -> None:
     if min(args.batches) < 1 or args.steps < 1 or args.repeats < 1:
         raise SystemExit("--batches, --steps and --repeats must be >= 1")
     cfg = CoReCodeConfig(seed=args.seed, n_train_tasks=args.n_train_tasks, out_dir="runs/rollout_batch")
-    train, _ = build_tasks(cfg)
+    train, _ = build_tasks(cfg.splits)
     policies = {r: HFPolicy.load(args.dir / r) for r in ("planner", "coder")}
-    pool = rl_tasks(cfg, train)
+    pool = rl_tasks(cfg.splits, train)
     batches = [next_batch(pool, i * cfg.tasks_per_step, cfg.tasks_per_step, cfg.seed) for i in range(args.steps)]
     seconds: dict[int, list[float]] = {b: [] for b in args.batches}
     with Sandbox(workers=cfg.sandbox_workers) as sandbox:

@@ -1,38 +1,66 @@
 """`coral eval | train | search | demo | reproduce | judge`: thin argument parsing over the entry points' configs.
 
-Every config field is a flag (`--samples-per-task 4`); `--config FILE.yaml` loads a file first and
-flags override it. Bad input ends with one line on stderr naming the file, field or value, exit 2 (set CORAL_DEBUG=1
-for the traceback).
-This module does NOT hold logic of its own.
+Every config field is a flag (`--samples-per-task 4`), nested fields dotted (`--rl.lr 1e-4`,
+`--rl.loss.eps-low 0.1`); `--config FILE.yaml` loads a file first and flags override it. `--help` gives
+each flag's meaning (from the config's field comments) and default. Bad user input (a ConfigError or
+other UserInputError, a missing file, an unreachable server) ends with one line on stderr naming the
+file, field or value, exit 2 (set CORAL_DEBUG=1 for the traceback); any other error is a bug and keeps
+its traceback. This module does NOT hold logic of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import logging
 import os
 import sys
+import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from coral.config import ConfigError, load_config
+from coral.config import ConfigError, UserInputError, field_help, is_config_class, load_config
 
-_TRAIN_FIELDS: set[str] = set()  # flags of `coral train`: the fields of every recipe's config
+USER_ERRORS = (UserInputError, FileNotFoundError, ConnectionError)  # reported in one line; all else: traceback
 
 
-def _add_fields(parser: argparse.ArgumentParser, cls: type, skip: set[str] = frozenset()) -> None:
+def config_flags(cls: type, prefix: str = "", defaults: Any = None) -> dict[str, tuple[str, Any]]:
+    """{dotted field: (one-line meaning, default)} of every leaf field of `cls`, nested configs expanded
+    (their defaults are the enclosing config's, e.g. CoRe-Code's rl.lr, not GRPOConfig's)."""
+    out: dict[str, tuple[str, Any]] = {}
+    hints = typing.get_type_hints(cls)
+    helps = field_help(cls)
     for f in dataclasses.fields(cls):
-        if f.name in skip:
-            continue
-        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=None,
-                            metavar=f.name.upper(), help=f"(default: {f.default!r})"
-                            if f.default is not dataclasses.MISSING else None)
+        if defaults is not None:
+            default = getattr(defaults, f.name)
+        elif f.default is not dataclasses.MISSING:
+            default = f.default
+        else:
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+        if is_config_class(hints[f.name]):
+            out.update(config_flags(hints[f.name], f"{prefix}{f.name}.", default))
+        else:
+            out[prefix + f.name] = (helps.get(f.name, ""), default)
+    return out
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _add_flags(parser: argparse.ArgumentParser, flags: dict[str, tuple[str, Any]]) -> None:
+    for name, (meaning, default) in flags.items():
+        parser.add_argument(_flag(name), dest=name, default=None, metavar=name.rsplit(".", 1)[-1].upper(),
+                            help=f"{meaning} (default: {default!r})".lstrip())
+
+
+def _overrides(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
 def _config(cls: type, args: argparse.Namespace) -> Any:
-    overrides = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}
-    return load_config(cls, getattr(args, "config", None), overrides)
+    return load_config(cls, getattr(args, "config", None), _overrides(args, list(config_flags(cls))))
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -44,7 +72,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _recipes() -> dict[str, tuple[type, Callable[..., Any]]]:
+def recipes() -> dict[str, tuple[type, Callable[..., Any]]]:
+    """`coral train`'s recipes: name -> (config class, train function(cfg, progress=...))."""
     from coral.train.corecode import CoReCodeConfig, train_corecode
     from coral.train.mars2 import MARS2Config, train_mars2
 
@@ -65,15 +94,32 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise ConfigError(f"{path}: malformed YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(head, dict):
         raise ConfigError(f"{path}: expected a mapping of field: value at the top level")
-    recipes = _recipes()
+    table = recipes()
     recipe = head.pop("recipe", "corecode")
-    if recipe not in recipes:
-        raise ConfigError(f"{path}: field 'recipe': {recipe!r} is not one of {sorted(recipes)}")
-    cls, train = recipes[recipe]
-    flags = {k: v for k, v in vars(args).items() if k in _TRAIN_FIELDS and v is not None}
-    cfg = load_config(cls, None, {**head, **flags})
+    if recipe not in table:
+        raise ConfigError(f"{path}: field 'recipe': {recipe!r} is not one of {sorted(table)}")
+    cls, train = table[recipe]
+    given = _overrides(args, list(_train_flags()))
+    own = config_flags(cls)
+    foreign = sorted(set(given) - set(own))
+    if foreign:
+        raise ConfigError(f"flag {_flag(foreign[0])} is not a field of recipe {recipe!r}")
+    from coral.config import from_mapping, merge, nest
+
+    cfg = from_mapping(cls, merge(head, nest(given)), f"{path} + flags")
     train(cfg, progress=not args.no_progress)
     return 0
+
+
+def _train_flags() -> dict[str, tuple[str, Any]]:
+    """The flags of `coral train`: every recipe's fields; a field several recipes share says so."""
+    flags: dict[str, tuple[str, Any]] = {}
+    owners: dict[str, list[str]] = {}
+    for recipe, (cls, _) in recipes().items():
+        for name, (meaning, default) in config_flags(cls).items():
+            flags.setdefault(name, (meaning, default))
+            owners.setdefault(name, []).append(f"{recipe}: {default!r}")
+    return {name: (f"{meaning} (default {'; '.join(owners[name])})", None) for name, (meaning, _) in flags.items()}
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -101,25 +147,20 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int]]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    import importlib
-
+    """The whole CLI. Pure: building it again gives the same parser. A subcommand whose module fails to
+    import raises (a broken install must not hide a command)."""
     parser = argparse.ArgumentParser(prog="coral", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module, cls_name, _) in COMMANDS.items():
-        try:
-            cls = getattr(importlib.import_module(module), cls_name)
-        except (ImportError, AttributeError):
-            continue  # that entry point is not built yet
+        cls = getattr(importlib.import_module(module), cls_name)
         p = sub.add_parser(name, help=f"{name} (config: {cls_name})")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         if name == "train":
             p.add_argument("config_file", metavar="CONFIG", help="YAML config file (recipe: corecode | mars2)")
-            for recipe_cls, _ in _recipes().values():
-                _add_fields(p, recipe_cls, skip=_TRAIN_FIELDS)
-                _TRAIN_FIELDS.update(f.name for f in dataclasses.fields(recipe_cls))
+            _add_flags(p, _train_flags())
             continue
         p.add_argument("--config", default=None, help="YAML config file; flags override it")
-        _add_fields(p, cls)
+        _add_flags(p, config_flags(cls))
     from coral.research.cli import add_research_commands
 
     add_research_commands(sub)  # reproduce, judge: each sets args.handler
@@ -132,11 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return (getattr(args, "handler", None) or COMMANDS[args.command][2])(args)
-    except (ConfigError, FileNotFoundError, ValueError, ConnectionError, KeyError) as exc:
+    except USER_ERRORS as exc:
         if os.environ.get("CORAL_DEBUG"):  # the full traceback, for bug reports
             raise
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"coral {args.command}: error: {msg}", file=sys.stderr)
+        print(f"coral {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"coral {args.command}: interrupted", file=sys.stderr)

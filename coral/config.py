@@ -1,12 +1,23 @@
 """Frozen-dataclass configs from YAML files and `--field value` flags, validated field by field.
 
-Errors name the file and the field (and the bad value). This module does NOT define any config; each
-entry point owns its dataclass.
+A field whose type is itself a config dataclass (a recipe's `rl: GRPOConfig`) is a nested mapping in YAML
+and dotted in flags (`rl.loss.eps_low`); values given for it are applied on top of the field's default
+(the recipe's own GRPO settings), not on top of the nested class's defaults. Errors name the file and
+the full dotted field (and the bad value). `field_help` reads each field's one-line meaning from its
+metadata or its source comment, for `--help`. This module does NOT define any config; each entry point
+owns its dataclass.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import inspect
+import io
+import re
+import textwrap
+import tokenize
 import types
 import typing
 from collections.abc import Mapping
@@ -18,7 +29,12 @@ import yaml
 C = TypeVar("C")
 
 
-class ConfigError(ValueError):
+class UserInputError(ValueError):
+    """Bad input a user gave (a value, a name, a run directory that does not fit): the CLI prints its
+    message as one line. Internal errors are not this and keep their traceback."""
+
+
+class ConfigError(UserInputError):
     """A config value is missing, unknown or of the wrong type; the message names it."""
 
 
@@ -75,26 +91,123 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     return value
 
 
-def from_mapping(cls: type[C], data: Mapping[str, Any], source: str = "config") -> C:
-    """Build `cls` from a mapping; unknown fields, wrong types and failed checks name the field."""
+def is_config_class(hint: Any) -> bool:
+    """A nested config: a dataclass type (its fields become `name.field` flags)."""
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint)
+
+
+def from_mapping(cls: type[C], data: Mapping[str, Any], source: str = "config", *, base: C | None = None,
+                 prefix: str = "") -> C:
+    """Build `cls` from a mapping (on top of `base` when given); unknown fields, wrong types and failed
+    checks name the field with its dotted path (`prefix`)."""
     if not isinstance(data, Mapping):
-        raise ConfigError(f"{source}: expected a mapping of field: value, got {type(data).__name__}")
+        where = f"field {prefix.rstrip('.')!r}: " if prefix else ""
+        raise ConfigError(f"{source}: {where}expected a mapping of field: value, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise ConfigError(f"{source}: unknown field {unknown[0]!r}; known fields: {sorted(fields)}")
-    kwargs = {name: _coerce(value, hints[name], f"{source}: field {name!r}") for name, value in data.items()}
+        raise ConfigError(f"{source}: unknown field {prefix + unknown[0]!r}; known fields: {sorted(fields)}")
+    kwargs = {}
+    for name, value in data.items():
+        hint, where = hints[name], f"{source}: field {prefix + name!r}"
+        if is_config_class(hint) and not isinstance(value, hint):
+            inner = getattr(base, name) if base is not None else _default(fields[name])
+            kwargs[name] = from_mapping(hint, value, source, base=inner, prefix=f"{prefix}{name}.")
+        else:
+            kwargs[name] = _coerce(value, hint, where)
     try:
-        return cls(**kwargs)
+        return dataclasses.replace(base, **kwargs) if base is not None else cls(**kwargs)
     except ConfigError:
         raise
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+        raise ConfigError(f"{source}: {_name_field(str(exc), fields, prefix)}") from None
 
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def _name_field(message: str, fields: Mapping[str, Any], prefix: str) -> str:
+    """A nested class's check, reworded to name the full dotted field ('rl.loss.eps_low')."""
+    if not prefix:
+        return message
+    for name in fields:  # "field 'eps_low' ..." or "LossConfig.eps_low ..." or "... eps_low ..."
+        if re.search(rf"(?<![\w.])'{name}'|\.{name}\b|\b{name}\b", message):
+            return f"field {prefix + name!r}: {message}"
+    return f"field {prefix.rstrip('.')!r}: {message}"
+
+
+def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """{"rl.loss.eps_low": v} -> {"rl": {"loss": {"eps_low": v}}}."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"flags: field {key!r}: {part!r} is both a value and a group of fields")
+        node[leaf] = value
+    return out
+
+
+def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Nested mappings merged key by key; `over` wins."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+@functools.cache
+def field_help(cls: type) -> dict[str, str]:
+    """{field: one line saying what it means}: `metadata["help"]` when set, else the field's trailing
+    comment, else the first sentence of the comment block right above it. Fields without either are
+    missing from the result."""
+    out: dict[str, str] = {}
+    try:
+        lines, _ = inspect.getsourcelines(cls)
+    except (OSError, TypeError):
+        lines = []
+    if lines:
+        source = textwrap.dedent("".join(lines))
+        comments: dict[int, tuple[str, bool]] = {}  # line -> (text, alone on its line)
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:
+                alone = not tok.line[:tok.start[1]].strip()
+                comments[tok.start[0]] = (tok.string.lstrip("#").strip(), alone)
+        body = ast.parse(source).body[0].body
+        for node in body:
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                text, alone = comments.get(node.lineno, ("", True))
+                if not text or alone:
+                    above, i = [], node.lineno - 1
+                    while i in comments and comments[i][1]:
+                        above.insert(0, comments[i][0])
+                        i -= 1
+                    text = " ".join(above)
+                if text:
+                    out[node.target.id] = _first_sentence(text)
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("help"):
+            out[f.name] = f.metadata["help"]
+    return out
+
+
+def _first_sentence(text: str) -> str:
+    match = re.search(r"(?<=[a-z0-9)\]])\.\s+[A-Z0-9(]", text)
+    return text[:match.start() + 1] if match else text
 
 def load_config(cls: type[C], path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> C:
-    """YAML file (optional) then overrides (e.g. parsed CLI flags) on top."""
+    """YAML file (optional) then overrides (e.g. parsed CLI flags, dotted for nested fields) on top."""
     data: dict[str, Any] = {}
     source = "flags"
     if path is not None:
@@ -109,5 +222,5 @@ def load_config(cls: type[C], path: str | Path | None = None, overrides: Mapping
             raise ConfigError(f"{path}: expected a mapping of field: value at the top level")
         data.update(loaded)
         source = str(path)
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    data = merge(data, nest({k: v for k, v in (overrides or {}).items() if v is not None}))
     return from_mapping(cls, data, source)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from coral.agents import make_agent
+from coral.config import UserInputError
 from coral.policy.base import SamplingParams
 from coral.trajectory import Task, Trajectory, to_dict
 from coral.workflows.chain import ChainConfig, run_chain
@@ -21,22 +22,22 @@ from coral.workflows.chain import ChainConfig, run_chain
 
 @dataclass(frozen=True)
 class EvalConfig:
-    bench: str = "procedural-test"
-    workflow: Literal["single", "chain"] = "chain"
-    model: str = "tiny"
+    bench: str = "procedural-test"  # benchmark name or a JSONL/parquet file of tasks
+    workflow: Literal["single", "chain"] = "chain"  # single: coder alone; chain: planner -> coder
+    model: str = "tiny"  # the coder's model: tiny, a model directory, scripted:FILE, openai:URL[#model], vllm:NAME
     planner_model: str | None = None  # default: the coder's model (one shared policy)
-    limit: int | None = None
-    samples_per_task: int = 1
-    ks: tuple[int, ...] = (1,)
-    debug_rounds: int = 0
-    max_new_tokens: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
-    tasks_per_batch: int = 16
-    timeout_s: float = 4.0
-    sandbox_workers: int = 2
-    out_dir: str = "runs/eval"
+    limit: int | None = None  # evaluate only the first N tasks (None: all)
+    samples_per_task: int = 1  # samples drawn per task (pass@k needs k <= samples)
+    ks: tuple[int, ...] = (1,)  # the k of each pass@k reported (comma separated)
+    debug_rounds: int = 0  # debugger rewrites while public tests fail (0: no debugger)
+    max_new_tokens: int = 256  # longest completion, in tokens
+    temperature: float = 0.0  # sampling temperature (0: greedy)
+    top_p: float = 1.0  # nucleus sampling mass
+    seed: int = 0  # base seed of task order and sampling
+    tasks_per_batch: int = 16  # tasks generated and judged together
+    timeout_s: float = 4.0  # time limit of each test in the sandbox
+    sandbox_workers: int = 2  # sandbox worker processes that run the tests
+    out_dir: str = "runs/eval"  # where samples.jsonl and summary.json go
     ray_address: str | None = None  # "local", "auto" or an address: rollouts and sandbox jobs on Ray (coral.scale)
 
     def __post_init__(self) -> None:
@@ -76,7 +77,7 @@ def task_pass_rates(samples_jsonl: str | Path) -> dict[str, float]:
                 record = json.loads(line)
                 by_task.setdefault(record["task_id"], []).append(bool(record["passed"]))
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise ValueError(f"{samples_jsonl}:{line_no}: not an evaluation sample record ({exc})") from exc
+                raise UserInputError(f"{samples_jsonl}:{line_no}: not an evaluation sample record ({exc})") from exc
     return {task: sum(v) / len(v) for task, v in by_task.items()}
 
 
@@ -121,7 +122,7 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
 
     tasks = list(tasks) if tasks is not None else load_benchmark(cfg.bench, limit=cfg.limit, seed=cfg.seed)
     if not tasks:
-        raise ValueError(f"benchmark {cfg.bench!r} has no tasks")
+        raise UserInputError(f"benchmark {cfg.bench!r} has no tasks")
     agents = agents or build_agents(cfg)
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

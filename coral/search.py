@@ -13,23 +13,24 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from coral.config import UserInputError
 from coral.policy.base import SamplingParams
 
 
 @dataclass(frozen=True)
 class SearchConfig:
-    bench: str = "procedural-test"
+    bench: str = "procedural-test"  # benchmark name or a JSONL/parquet file of tasks
     models: tuple[str, ...] = ("tiny",)  # one agent per model spec
-    algorithm: Literal["abmcts", "uct", "best_of_n"] = "abmcts"
-    max_nodes: int = 8
-    limit: int | None = 20
-    seed: int = 0
-    temperature: float = 1.0
-    max_new_tokens: int = 256
-    timeout_s: float = 4.0
-    sandbox_workers: int = 2
-    out_dir: str = "runs/search"
-    resume: bool = True
+    algorithm: Literal["abmcts", "uct", "best_of_n"] = "abmcts"  # the tree search
+    max_nodes: int = 8  # node budget of each tree, root excluded
+    limit: int | None = 20  # search only the first N tasks (None: all)
+    seed: int = 0  # base seed of the search and sampling
+    temperature: float = 1.0  # sampling temperature of every agent
+    max_new_tokens: int = 256  # longest completion, in tokens
+    timeout_s: float = 4.0  # time limit of each test in the sandbox
+    sandbox_workers: int = 2  # sandbox worker processes that run the tests
+    out_dir: str = "runs/search"  # where trees.json and the tree viewer go
+    resume: bool = True  # continue the saved partial trees in out_dir
     ray_address: str | None = None  # "local", "auto" or an address: rollouts and sandbox jobs on Ray (coral.scale)
 
     def __post_init__(self) -> None:
@@ -64,7 +65,7 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict[str, float]:
     if cfg.resume and path.is_file():
         saved = json.loads(path.read_text())
         if saved["config"] != json.loads(json.dumps(asdict(cfg))):
-            raise ValueError(f"{path} was written with another config; pass --resume false or another --out-dir")
+            raise UserInputError(f"{path} was written with another config; pass --resume false or another --out-dir")
         trees = [Tree.from_dict(d) for d in saved["trees"]]
         if progress:
             print(f"resuming {len(trees)} trees from {path} ({sum(t.size for t in trees)} nodes so far)")

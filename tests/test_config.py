@@ -1,4 +1,4 @@
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import pytest
@@ -72,12 +72,60 @@ def test_every_shipped_config_loads_into_its_recipe():
 
     import yaml
 
-    from coral.cli import _recipes
+    from coral.cli import recipes
 
     paths = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
     assert len(paths) >= 3
     for path in paths:
         data = yaml.safe_load(path.read_text())
-        cls, _ = _recipes()[data.pop("recipe", "corecode")]
+        cls, _ = recipes()[data.pop("recipe", "corecode")]
         cfg = load_config(cls, None, data)
         assert cfg.out_dir == data["out_dir"], path
+        for key, value in data.get("rl", {}).items():  # nested values reach the nested config
+            if not isinstance(value, dict):
+                assert getattr(cfg.rl, key) == value, (path, key)
+
+
+@dataclass(frozen=True)
+class Inner:
+    eps: float = 0.2
+    kind: str = "a"
+
+    def __post_init__(self):
+        if not 0 <= self.eps < 1:
+            raise ValueError(f"Inner.eps must be in [0, 1), got {self.eps}")
+
+
+@dataclass(frozen=True)
+class Outer:
+    lr: float = 0.1  # the learning rate
+    # how many steps. A second sentence that --help leaves out
+    steps: int = 1
+    inner: Inner = field(default_factory=lambda: Inner(kind="b"))  # the nested part
+
+
+def test_nested_mappings_and_dotted_flags_apply_on_top_of_the_field_default(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("lr: 0.5\ninner:\n  eps: 0.3\n")
+    cfg = load_config(Outer, path, {"inner.eps": "0.4"})
+    assert cfg == Outer(lr=0.5, inner=Inner(eps=0.4, kind="b"))  # kind keeps Outer's default "b", not Inner's "a"
+    assert load_config(Outer, None, {}).inner.kind == "b"
+
+
+def test_a_bad_nested_value_names_the_dotted_field(tmp_path):
+    with pytest.raises(ConfigError, match=r"field 'inner.eps': Inner.eps must be in \[0, 1\), got 1.5"):
+        load_config(Outer, None, {"inner.eps": "1.5"})
+    with pytest.raises(ConfigError, match=r"unknown field 'inner.epz'"):
+        load_config(Outer, None, {"inner.epz": "1"})
+    with pytest.raises(ConfigError, match=r"field 'inner.eps': expected float, got 'x'"):
+        load_config(Outer, None, {"inner": {"eps": "x"}})
+    path = tmp_path / "c.yaml"
+    path.write_text("inner: 3\n")
+    with pytest.raises(ConfigError, match=r"field 'inner': expected a mapping"):
+        load_config(Outer, path)
+
+
+def test_field_help_is_the_comment_or_its_first_sentence():
+    from coral.config import field_help
+
+    assert field_help(Outer) == {"lr": "the learning rate", "steps": "how many steps.", "inner": "the nested part"}

@@ -29,6 +29,7 @@ from coral.benchmarks.humaneval import load_humaneval_wheel, parse_humaneval
 from coral.benchmarks.livecodebench import parse_livecodebench
 from coral.benchmarks.mbpp import parse_mbpp, parse_mbpp_plus
 from coral.benchmarks.records import RecordError, read_records
+from coral.config import UserInputError
 from coral.trajectory import Task, TestCase
 
 __all__ = ["BENCHMARKS", "Benchmark", "RecordError", "Task", "TestCase", "detect_format", "load_benchmark"]
@@ -144,7 +145,7 @@ def load_benchmark(name_or_path: str, *, split: str | None = None, limit: int | 
     spec = name_or_path.strip()
     if spec.startswith("procedural"):
         if spec not in BENCHMARKS:
-            raise ValueError(f"unknown benchmark {spec!r}; known: {sorted(BENCHMARKS)}")
+            raise UserInputError(f"unknown benchmark {spec!r}; known: {sorted(BENCHMARKS)}")
         return _procedural(spec, split, limit, seed)
     if spec.startswith("hf:"):
         dataset, _, config = spec[3:].partition(":")
@@ -156,7 +157,7 @@ def load_benchmark(name_or_path: str, *, split: str | None = None, limit: int | 
         return _by_name(spec, split, limit)
     if os.sep in spec or "." in Path(spec).name or Path(spec).exists():
         return _from_file(spec, None, split, limit)
-    raise ValueError(f"unknown benchmark {spec!r}; known: {sorted(BENCHMARKS)}, or a file path, "
+    raise UserInputError(f"unknown benchmark {spec!r}; known: {sorted(BENCHMARKS)}, or a file path, "
                      "'name:path' or 'hf:<dataset>'")
 
 

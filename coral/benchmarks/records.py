@@ -14,8 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from coral.config import UserInputError
 
-class RecordError(ValueError):
+
+class RecordError(UserInputError):
     """A malformed record: the message names the file, the record index and its id."""
 
 

@@ -6,7 +6,7 @@ A policy does NOT know about agents, roles, tasks or rewards. Trainable policies
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -59,12 +59,27 @@ class Policy(Protocol):
 
 @runtime_checkable
 class TrainablePolicy(Policy, Protocol):
-    def forward(self, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]]) -> Any:
-        """Per-token log-probs of each completion given its prompt, under the current weights.
-        Returns (logprobs [B, T] float tensor, mask [B, T] bool tensor), right padded."""
+    """What a trainer (train/grpo.py's AgentLearner, train/sft.py) calls on a policy it updates, with
+    exactly the arguments it passes."""
+
+    def forward(self, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]],
+                temperature: float = 1.0) -> tuple[Any, Any]:
+        """Per-token log-probs of each completion given its prompt, under the current weights, of the
+        distribution sampled at `temperature` (logits / temperature). Returns (logprobs [B, T] float
+        tensor, mask [B, T] bool tensor), right padded."""
         ...
 
-    def parameters(self) -> Any: ...
+    def parameters(self) -> Iterator[Any]:
+        """The torch parameters; those with requires_grad are trained."""
+        ...
+
+    def train(self) -> Any:
+        """Training mode (before an update)."""
+        ...
+
+    def eval(self) -> Any:
+        """Inference mode (after an update, for rollouts)."""
+        ...
 
 
 def user(content: str, system: str | None = None) -> tuple[Message, ...]:

@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from coral.config import UserInputError
 from coral.policy.base import Policy
 
 
@@ -62,7 +63,7 @@ def _load_hub(name: str, **kwargs: Any) -> Policy:
         return HFPolicy.load(name, **kwargs)
     except OSError as error:
         reason = " ".join(str(error).split())[:200]
-        raise ValueError(
+        raise UserInputError(
             f"cannot load model {name!r}: not a local directory and not available from the Hugging Face hub ({reason})"
         ) from error
 
@@ -72,7 +73,7 @@ def _load_openai(target: str, **kwargs: Any) -> Policy:
 
     url, _, model = target.partition("#")
     if not url.startswith(("http://", "https://")):
-        raise ValueError(
+        raise UserInputError(
             f"openai policy needs 'openai:http(s)://host:port/v1[#model]', got 'openai:{target}'"
         )
     return OpenAIPolicy(url, model=model or None, **kwargs)
@@ -87,9 +88,9 @@ def _load_scripted(file: str, **kwargs: Any) -> Policy:
     try:
         replies = json.loads(path.read_text())
     except json.JSONDecodeError as error:
-        raise ValueError(f"scripted replies file {file} is not valid JSON: {error}") from error
+        raise UserInputError(f"scripted replies file {file} is not valid JSON: {error}") from error
     if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
-        raise ValueError(f"scripted replies file {file} must hold a JSON list of strings")
+        raise UserInputError(f"scripted replies file {file} must hold a JSON list of strings")
     return ScriptedPolicy(replies, **kwargs)
 
 

@@ -49,12 +49,10 @@ def write_run_report(run_dir: Path) -> Path:
     summary = json.loads((run_dir / "summary.json").read_text())
     config = (run_dir / "config.json").read_text() if (run_dir / "config.json").exists() else "{}"
     figures = []
-    for key, what in (("", "held-out pass@1, new skeletons (test split)"),
-                      ("_fresh", "held-out pass@1, tasks of the training skeletons")):
-        for how, label in (("", "greedy"), ("_sampled", f"{summary.get('eval_samples')} samples per task")):
-            if f"pass@1{key}{how}_rl" in summary:
-                figures += [(f"{what}, after SFT ({label})", summary[f"pass@1{key}{how}_sft"]),
-                            (f"{what}, after SFT + RL ({label})", summary[f"pass@1{key}{how}_rl"])]
+    for e in summary.get("evaluations", []):  # each held-out set, as train_corecode's summary lists them
+        label = "greedy" if e["how"] == "greedy" else f"{summary['eval_samples_per_task']} samples per task"
+        figures += [(f"held-out pass@1, {e['what']}, after SFT ({label})", summary[f"{e['figure']}_sft"]),
+                    (f"held-out pass@1, {e['what']}, after SFT + RL ({label})", summary[f"{e['figure']}_rl"])]
     figures.append(("wall time (min)", summary["wall_s"] / 60))
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v:.3f}</td></tr>" for k, v in figures)
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>coral run report</title>

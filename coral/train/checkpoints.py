@@ -2,7 +2,7 @@
 
 A checkpoint is a directory `step_NNNNNN/` written under a temporary name and renamed when complete,
 so a crash mid-save never leaves a half checkpoint that `latest` would pick. This module does NOT
-decide when to save.
+decide when to save (coral/train/loop.py does).
 """
 
 from __future__ import annotations
@@ -10,11 +10,28 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+
+@dataclass
+class TrainedAgent:
+    """What a checkpoint keeps of one agent: its policy's weights, and its learner's state (optimiser,
+    counters) when it trains; `learner` None: an agent that acts but never updates."""
+
+    policy: Any
+    learner: Any = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.learner.state_dict() if self.learner is not None else {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.learner is not None:
+            self.learner.load_state_dict(state)
 
 
 def rng_state() -> dict[str, Any]:
@@ -27,9 +44,10 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def save_checkpoint(root: str | Path, step: int, learners: dict[str, Any], trainer_state: dict[str, Any],
+def save_checkpoint(root: str | Path, step: int, learners: dict[str, TrainedAgent], trainer_state: dict[str, Any],
                     keep: int = 2) -> Path:
-    """Write `root/step_{step:06d}`; keep only the newest `keep` checkpoints."""
+    """Write `root/step_{step:06d}` (every agent's weights and state, RNG states, the trainer state);
+    keep only the newest `keep` checkpoints."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
@@ -57,7 +75,7 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     return found[-1] if found else None
 
 
-def load_checkpoint(path: str | Path, learners: dict[str, Any]) -> dict[str, Any]:
+def load_checkpoint(path: str | Path, learners: dict[str, TrainedAgent]) -> dict[str, Any]:
     """Restore learners in place (weights, optimiser, step) and RNG; return the trainer state."""
     path = Path(path)
     if not (path / "trainer.pt").is_file():

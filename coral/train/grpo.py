@@ -58,14 +58,14 @@ OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter], float], torch.optim.Op
 
 @dataclass(frozen=True)
 class GRPOConfig:
-    lr: float = 1e-3
-    micro_batch_size: int = 32
-    max_grad_norm: float = 1.0
-    advantage: str = "grpo"  # the estimator a recipe passes to assign_advantages (the learner does not read it)
-    loss: LossConfig = field(default_factory=LossConfig)
+    lr: float = 1e-3  # optimiser learning rate
+    micro_batch_size: int = 32  # turns per forward/backward pass (gradients accumulate over the batch)
+    max_grad_norm: float = 1.0  # gradient norm clip per optimiser step
+    advantage: str = "grpo"  # advantage estimator: grpo, dr_grpo, rloo, reinforce_pp_baseline
+    loss: LossConfig = field(default_factory=LossConfig)  # the policy-gradient loss
     # zero-advantage turns add zero loss (without a KL term): skip their forward; they still count
     # in the normaliser, so the step is the same as without skipping
-    skip_zero_advantage: bool = True
+    skip_zero_advantage: bool = True  # skip the forward of zero-advantage turns (same update)
     temperature: float = 1.0  # the sampling temperature: trainer logprobs must be of the sampled distribution
     # "sgd": plain SGD (step = -lr x gradient), so parameters with small gradients barely move; AdamW's
     # first steps move every parameter by about lr whatever its gradient's size

@@ -39,13 +39,13 @@ class LossConfig:
     """What loss to compute. eps_* are clip widths around 1 (GSPO uses ~3e-4 / 4e-4); tis_cap=None
     disables the importance correction; max_tokens is the per-sequence budget for norm="constant"."""
 
-    kind: str = "ppo_clip"
-    eps_low: float = 0.2
-    eps_high: float = 0.2
-    beta_kl: float = 0.0
-    norm: str = "token"
-    tis_cap: float | None = None
-    max_tokens: int | None = None
+    kind: str = "ppo_clip"  # policy term: ppo_clip (token ratio) or gspo (sequence ratio)
+    eps_low: float = 0.2  # clip width below 1 of the ratio
+    eps_high: float = 0.2  # clip width above 1 of the ratio
+    beta_kl: float = 0.0  # weight of the k3 KL to the reference policy (0: no KL term)
+    norm: str = "token"  # loss normalisation: token, sequence or constant (Dr.GRPO)
+    tis_cap: float | None = None  # cap of truncated importance sampling weights (None: no correction)
+    max_tokens: int | None = None  # per-sequence token budget of norm=constant
 
     def __post_init__(self) -> None:
         if self.kind not in LOSSES:

@@ -3,7 +3,8 @@
 Loss is the mean cross-entropy of completion tokens only (prompt tokens are context), with an
 end-of-sequence token appended so the policy learns to stop. Data comes from the procedural family's
 gold plans and codes (`corecode_sft_examples`) or any JSONL of {"prompt"|"messages", "completion"}.
-This module does NOT sample or score anything.
+A crash-safe checkpoint holds the whole training state. This module does NOT sample or score anything,
+and does NOT train several policies at once (train/sft_parallel.py does).
 """
 
 from __future__ import annotations
@@ -31,20 +32,20 @@ class SFTExample:
 
 @dataclass(frozen=True)
 class SFTConfig:
-    epochs: float = 1.0
-    batch_size: int = 16
-    lr: float = 3e-3
-    weight_decay: float = 0.0
-    warmup_steps: int = 20
-    max_grad_norm: float = 1.0
-    seed: int = 0
-    # > 1: batches of similar length. Each epoch's shuffled examples are cut into windows of
+    epochs: float = 1.0  # passes over the examples (fractions allowed)
+    batch_size: int = 16  # examples per optimiser step
+    lr: float = 3e-3  # AdamW peak learning rate (linear warmup, then cosine to 0)
+    weight_decay: float = 0.0  # AdamW weight decay
+    warmup_steps: int = 20  # optimiser steps of linear learning-rate warmup
+    max_grad_norm: float = 1.0  # gradient norm clip
+    seed: int = 0  # data-order seed
+    # batches of similar length when > 1 (1: plain shuffled batches). Each epoch's shuffled examples are cut into windows of
     # length_window x batch_size, sorted by length inside a window, cut into batches, and the epoch's
     # batches shuffled. 8 pads the demo's coder batches with 1/6 fewer tokens; its one cold start with
     # 8 reached held-out pass@1 0.556, plain batches 0.798 (seed 0, 500 tasks), but a plain cold start
     # in the earlier batch order reached 0.664: off by default until measured over more runs.
     length_window: int = 1
-    # mixed precision: the forward runs under torch.autocast(bfloat16) (weights, optimiser state and
+    # forward under bfloat16 autocast: the forward runs under torch.autocast(bfloat16) (weights, optimiser state and
     # the loss stay float32). On a CPU with avx512_bf16 a tiny-model SFT step takes 9-24% less time.
     bf16: bool = False
 
@@ -95,7 +96,7 @@ def load_sft_jsonl(path: str | Path) -> list[SFTExample]:
     return out
 
 
-def _tokenize(policy: Any, examples: Sequence[SFTExample]) -> list[tuple[list[int], list[int]]]:
+def tokenize_examples(policy: Any, examples: Sequence[SFTExample]) -> list[tuple[list[int], list[int]]]:
     eos = policy.tokenizer.eos_token_id
     return [(policy.encode(policy.render(ex.messages)), policy.encode(ex.completion) + [eos]) for ex in examples]
 
@@ -119,7 +120,7 @@ def train_sft(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig = SFTC
         raise ValueError("train_sft: no examples")
     if checkpoint_every < 1:
         raise ValueError(f"train_sft: checkpoint_every must be >= 1, got {checkpoint_every}")
-    data = _tokenize(policy, examples)
+    data = tokenize_examples(policy, examples)
     lengths = [len(p) + len(c) for p, c in data]
     plan = batch_plan(lengths, cfg)
     total = len(plan)
@@ -139,7 +140,7 @@ def train_sft(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig = SFTC
         if log is not None:
             log({"sft/resumed_at": start, **({"sft/loss": losses[-1]} if losses else {})})
     policy.train()
-    bar = _bar(progress, total, "sft", done=start)
+    bar = ProgressBar(progress, total, "sft", done=start)
     for step in range(start, total):
         batch = [data[i] for i in plan[step]]
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
@@ -233,7 +234,9 @@ def epoch_batches(lengths: Sequence[int], batch_size: int, window: int, rng: ran
     return batches
 
 
-class _bar:
+class ProgressBar:
+    """A rich progress bar with the running loss; does nothing when disabled."""
+
     def __init__(self, enabled: bool, total: int, name: str, done: int = 0):
         self.p = None
         if enabled:
@@ -251,191 +254,3 @@ class _bar:
     def close(self) -> None:
         if self.p is not None:
             self.p.stop()
-
-
-# ------------------------------------------------------------------------ several policies at once
-def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]], workdir: str | Path,
-                   progress: bool = True, processes: int | None = None,
-                   checkpoints: dict[str, Path] | None = None) -> dict[str, list[float]]:
-    """Train several independent policies (e.g. planner and coder) in place; returns each one's losses.
-
-    With `processes` > 1 (default: one per policy, at most the CPU count) each policy trains in its
-    own spawned process with cpu_count // processes torch threads, and a trainer still running takes
-    over the threads of those that finished, at a step fixed before training (`thread_schedule`), so that
-    a run's weights do not depend on timing. The policies travel through
-    `workdir` (written with `save`, read back into the same policy objects). A failing trainer raises
-    with its name; nothing is half-loaded. `checkpoints` maps a policy's name to its `train_sft`
-    checkpoint file (resumed when present).
-    """
-    names = list(jobs)
-    checkpoints = checkpoints or {}
-    cpus = os.cpu_count() or 1
-    processes = min(len(names), cpus) if processes is None else processes
-    if processes <= 1 or len(names) == 1:
-        out = {}
-        for name, (policy, examples, cfg) in jobs.items():
-            out[name] = train_sft(policy, examples, cfg, progress=progress, checkpoint=checkpoints.get(name))
-        return out
-    import multiprocessing
-    import queue as queue_module
-    from concurrent.futures import ProcessPoolExecutor
-
-    workdir = Path(workdir)
-    for name, (policy, _, _) in jobs.items():
-        policy.save(workdir / "init" / name)
-    ctx = multiprocessing.get_context("spawn")
-    threads = max(1, cpus // processes)
-    # the demo's planner ends well before its coder, which then trains on both CPUs
-    schedule = thread_schedule({name: step_costs(policy, examples, cfg) for name, (policy, examples, cfg) in jobs.items()},
-                               processes, threads)
-    if progress:
-        for name, plan in schedule.items():
-            for step, count in plan.items():
-                print(f"sft {name}: {count} threads from step {step} on (planned from the steps' estimated costs)")
-    with ctx.Manager() as manager:
-        queue = manager.Queue()
-        with ProcessPoolExecutor(processes, mp_context=ctx) as pool:
-            futures = {name: pool.submit(_sft_worker, name, str(workdir), list(examples), cfg, threads, queue,
-                                         schedule[name], checkpoints.get(name))
-                       for name, (_, examples, cfg) in jobs.items()}
-            totals = {name: total_steps(len(ex), cfg) for name, (_, ex, cfg) in jobs.items()}
-            bars = _bar(progress, totals[names[0]], f"sft {names[0]}")  # one live display, a row per policy
-            rows = {names[0]: bars.t} if bars.p is not None else {}
-            for name in names[1:]:
-                if bars.p is not None:
-                    rows[name] = bars.p.add_task(f"sft {name}", total=totals[name], loss=float("nan"))
-            pending = set(names)
-            try:
-                while pending:
-                    try:
-                        name, loss, steps = queue.get(timeout=0.5)
-                        if bars.p is not None:
-                            bars.p.update(rows[name], advance=steps, **({} if loss is None else {"loss": loss}))
-                    except queue_module.Empty:  # no progress in 0.5 s: look for finished or failed workers
-                        pass
-                    for name in [n for n in pending if futures[n].done()]:
-                        pending.discard(name)
-            finally:
-                bars.close()
-            losses = {}
-            for name in names:
-                try:
-                    losses[name] = futures[name].result()
-                except Exception as exc:
-                    raise RuntimeError(f"SFT of {name!r} failed in its worker process: {exc}") from exc
-    from coral.policy.hf import HFPolicy
-
-    for name, (policy, _, _) in jobs.items():
-        trained = HFPolicy.load(workdir / "trained" / name)
-        policy.adopt(trained)
-        policy.eval()
-    return losses
-
-
-# attention's cost per token and layer, in units of hidden_size x context length, relative to a parameter's 2:
-# fitted to CPU step times of the demo's tiny planner and coder (one thread; 0.31 s and 0.50 s a step,
-# where padded tokens alone predict 0.44 s for the coder)
-ATTENTION_COST = 17.0
-
-
-def step_costs(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig) -> list[float]:
-    """Each SFT step's estimated cost, from the batch plan that `train_sft` will follow: a padded batch of
-    B examples of length L costs B x L x (2 x parameters + ATTENTION_COST x layers x hidden_size x L), or
-    B x L for a model without those config fields. No examples: no steps (the trainer reports the error)."""
-    if not examples:
-        return []
-    lengths = [len(p) + len(c) for p, c in _tokenize(policy, examples)]
-    config = getattr(getattr(policy, "model", None), "config", None)
-    layers, hidden = getattr(config, "num_hidden_layers", None), getattr(config, "hidden_size", None)
-    per_token, per_context = 1.0, 0.0
-    if isinstance(layers, int) and isinstance(hidden, int):
-        per_token = 2.0 * sum(p.numel() for p in policy.model.parameters())
-        per_context = ATTENTION_COST * layers * hidden
-    costs = []
-    for batch in batch_plan(lengths, cfg):
-        longest = max(lengths[i] for i in batch)
-        costs.append(len(batch) * longest * (per_token + per_context * longest))
-    return costs
-
-
-def thread_schedule(costs: dict[str, Sequence[float]], processes: int, threads: int) -> dict[str, dict[int, int]]:
-    """When each parallel trainer changes its torch thread count: {name: {step: threads from that step on}}.
-
-    Torch's CPU kernels split their sums by thread count, so a step's arithmetic depends on it; a trainer
-    that took over a finished one's CPUs whenever it noticed would end, run to run, in weights a few
-    float32 ulps apart (and a resumed run would not match an uninterrupted one). The schedule is fixed
-    before training instead, by simulating it from each step's estimated cost (`costs[name][step]`, a
-    step with k threads taking cost / k): jobs start in order on `processes` processes of `threads`
-    threads; a job that ends hands its process to the next waiting job, or, when none waits, its threads
-    to the running job with the most time left, from that job's next step on. An estimate that is off
-    costs speed (a CPU idles, or one is shared for a while), never reproducibility.
-    """
-    if processes < 1 or threads < 1:
-        raise ValueError(f"thread_schedule needs processes >= 1 and threads >= 1, got {processes} and {threads}")
-    steps = {name: list(c) for name, c in costs.items()}
-    bad = [(name, c) for name, cs in steps.items() for c in cs if not c > 0]
-    if bad:
-        raise ValueError(f"thread_schedule: step costs must be > 0; {bad[0][0]!r} has {bad[0][1]}")
-    schedule: dict[str, dict[int, int]] = {name: {} for name in steps}
-    order = {name: i for i, name in enumerate(steps)}  # ties go to the job submitted first
-    waiting = list(steps)
-    running: dict[str, int] = {}  # name -> threads
-    done: dict[str, float] = {name: 0.0 for name in steps}  # steps done, fractional
-    while waiting or running:
-        while waiting and len(running) < processes:
-            running[waiting.pop(0)] = threads
-        left = {name: _work_left(steps[name], done[name]) / k for name, k in running.items()}
-        first = min(left, key=lambda name: left[name])
-        for name, k in running.items():
-            done[name] = _advance(steps[name], done[name], left[first] * k)
-        freed = running.pop(first)
-        done[first] = float(len(steps[first]))
-        if waiting:
-            freed -= threads  # the next job starts on this process with the usual threads
-        busy = [name for name in running if done[name] < len(steps[name])]
-        if freed > 0 and busy:
-            taker = max(busy, key=lambda name: (_work_left(steps[name], done[name]) / running[name], -order[name]))
-            running[taker] += freed
-            schedule[taker][math.ceil(done[taker])] = running[taker]
-    return schedule
-
-
-def _work_left(costs: Sequence[float], done: float) -> float:
-    whole = int(done)
-    return sum(costs[whole:]) - (done - whole) * (costs[whole] if whole < len(costs) else 0.0)
-
-
-def _advance(costs: Sequence[float], done: float, work: float) -> float:
-    """Steps done after spending `work` more from `done` (fractional) on."""
-    whole = int(done)
-    part = (done - whole) * (costs[whole] if whole < len(costs) else 0.0)
-    while whole < len(costs) and work >= costs[whole] - part:
-        work -= costs[whole] - part
-        whole, part = whole + 1, 0.0
-    return float(whole) if whole >= len(costs) else whole + (part + work) / costs[whole]
-
-
-def _sft_worker(name: str, workdir: str, examples: list[SFTExample], cfg: SFTConfig, threads: int,
-                queue: Any, schedule: dict[int, int], checkpoint: Path | None = None) -> list[float]:
-    """One trainer; `schedule` ({step: threads from then on}, `thread_schedule`) sets its thread count."""
-    from coral.policy.hf import HFPolicy
-
-    torch.set_num_threads(schedule.get(0, threads))
-    policy = HFPolicy.load(Path(workdir) / "init" / name)
-
-    def log(metrics: dict[str, float]) -> None:
-        if "sft/resumed_at" in metrics:  # the steps a checkpoint already holds
-            start = int(metrics["sft/resumed_at"])
-            queue.put((name, metrics.get("sft/loss"), start))
-            earlier = [step for step in schedule if step <= start]
-            if earlier:
-                torch.set_num_threads(schedule[max(earlier)])
-            return
-        queue.put((name, metrics["sft/loss"], 1))
-        following = int(metrics["sft/step"]) + 1
-        if following in schedule:
-            torch.set_num_threads(schedule[following])
-
-    losses = train_sft(policy, examples, cfg, log=log, progress=False, checkpoint=checkpoint)
-    policy.save(Path(workdir) / "trained" / name)
-    return losses

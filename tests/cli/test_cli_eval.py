@@ -69,7 +69,7 @@ def test_malformed_config_file_is_named(tmp_path, capsys):
 def test_demo_runs_end_to_end_and_writes_a_report(tmp_path, capsys):
     out = tmp_path / "demo"
     rc = main(["demo", "--no-progress", "--out-dir", str(out), "--n-train-tasks", "40", "--n-test-tasks", "4",
-               "--d-model", "32", "--n-layers", "1", "--sft-epochs", "0.5", "--rl-steps", "2",
+               "--d-model", "32", "--n-layers", "1", "--sft.epochs", "0.5", "--rl-steps", "2",
                "--tasks-per-step", "2", "--plans-per-task", "2", "--codes-per-plan", "2",
                "--max-new-tokens", "16", "--sandbox-workers", "1", "--n-fresh-tasks", "3"])
     assert rc == 0

@@ -1,26 +1,30 @@
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
+from run_helpers import kill_once_logged
 
-from coral.train.corecode import (
-    CoReCodeConfig,
-    build_policies,
-    build_tasks,
-    coder_reward,
-    efficiency_bonus,
-    group_key,
-    make_learners,
-    next_batch,
-    score_corecode,
-    sft_corecode,
-)
+from coral.benchmarks.splits import build_tasks as build_split_tasks
+from coral.benchmarks.splits import rl_tasks
+from coral.train.corecode import CoReCodeConfig, group_key
+from coral.train.corecode_setup import build_policies, make_learners, sft_corecode
+from coral.train.grpo import GRPOConfig
+from coral.train.loop import next_batch
+from coral.train.losses import LossConfig
+from coral.train.rewards import CodeReward, coder_reward, efficiency_bonus, score_chain
+from coral.train.sft import SFTConfig
 from coral.trajectory import ExecutionResult, TestResult, Trajectory, Turn
+
+
+def build_tasks(cfg):
+    return build_split_tasks(cfg.splits)
+
+
+def score_corecode(trajs, results, refs, cfg):
+    tasks = {tr.task_id: None for tr in trajs}
+    score_chain(trajs, results, {}, tasks, CodeReward(cfg.correctness, cfg.efficiency_weight), cfg.planner_reward)
 
 
 def _res(verdicts, wall_s=0.01, mem=2.0):
@@ -86,6 +90,25 @@ def test_planner_reward_is_mean_or_max_of_its_coders():
     assert trajs[0].turns[0].reward == 1.0
 
 
+def test_planner_turns_are_credited_by_plan_id_not_by_object_identity():
+    """Trajectories that crossed a process (or were rebuilt from records) hold copies of their plan's turn:
+    the plan's reward is still the mean over all its codes, and a copy of another plan never shares it."""
+    import copy
+
+    trajs, results = _chain([[["pass"], ["fail"], ["pass"], ["pass"]], [["fail"], ["fail"]]])
+    for traj in trajs:  # every trajectory gets its own copy of its planner turn
+        traj.turns[0] = copy.deepcopy(traj.turns[0])
+    score_corecode(trajs, results, [None] * 6, CoReCodeConfig(efficiency_weight=0.0, correctness="fraction"))
+    assert [t.turns[0].reward for t in trajs] == [0.75, 0.75, 0.75, 0.75, 0.0, 0.0]
+
+
+def test_a_planner_turn_without_plan_id_is_refused():
+    trajs, results = _chain([[["pass"]]])
+    del trajs[0].turns[0].metadata["plan_id"]
+    with pytest.raises(ValueError, match="no task_id/plan_id"):
+        score_corecode(trajs, results, [None], CoReCodeConfig())
+
+
 def test_coder_groups_are_per_plan_or_per_task():
     trajs, _ = _chain([[["pass"], ["pass"]], [["pass"], ["pass"]]])
     coders = [t.turns[1] for t in trajs]
@@ -110,20 +133,24 @@ def test_bad_config_values_name_the_field():
         CoReCodeConfig(train_roles=("planner", "critic"))
     with pytest.raises(ValueError, match="'sft_coder_epochs' must be > 0 or None, got 0"):
         CoReCodeConfig(sft_coder_epochs=0)
-    with pytest.raises(ValueError, match="'sft_length_window' must be >= 1, got 0"):
-        CoReCodeConfig(sft_length_window=0)
-    with pytest.raises(ValueError, match="'rl_updates_per_batch' must be >= 1, got 0"):
-        CoReCodeConfig(rl_updates_per_batch=0)
+    from coral.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="field 'sft.length_window': .*must be >= 1, got 0"):
+        load_config(CoReCodeConfig, None, {"sft.length_window": 0})
+    with pytest.raises(ValueError, match="'sft.seed' is set from the recipe's 'seed'"):
+        CoReCodeConfig(sft=SFTConfig(seed=3))
+    with pytest.raises(ValueError, match="'rl.advantage': 'nope' is not one of"):
+        CoReCodeConfig(rl=GRPOConfig(advantage="nope"))
 
 
 def test_the_coder_can_have_its_own_sft_epochs_and_rl_updates_reach_the_learners(monkeypatch):
-    import coral.train.sft as sft
+    import coral.train.sft_parallel as sft
 
     seen = {}
     monkeypatch.setattr(sft, "train_sft_many", lambda jobs, work, **kw: seen.update(
         {role: cfg for role, (_, _, cfg) in jobs.items()}) or {})
-    cfg = CoReCodeConfig(**{**SMALL, "sft_epochs": 6.0, "sft_coder_epochs": 4.0, "sft_length_window": 8,
-                            "rl_updates_per_batch": 2})
+    cfg = CoReCodeConfig(**{**SMALL, "sft": SFTConfig(epochs=6.0, batch_size=8, length_window=8),
+                            "sft_coder_epochs": 4.0, "rl": GRPOConfig(lr=1e-4, advantage="dr_grpo", updates_per_batch=2)})
     train, _ = build_tasks(cfg)
     policies = build_policies(cfg, train)
     sft_corecode(cfg, policies, train, progress=False)
@@ -133,15 +160,17 @@ def test_the_coder_can_have_its_own_sft_epochs_and_rl_updates_reach_the_learners
         {"planner": 2, "coder": 2}
 
 
-SMALL = dict(n_train_tasks=60, n_test_tasks=6, d_model=32, n_layers=1, sft_epochs=0.3, sft_batch_size=8,
+SMALL = dict(n_train_tasks=60, n_test_tasks=6, d_model=32, n_layers=1, sft=SFTConfig(epochs=0.3, batch_size=8),
              rl_steps=4, tasks_per_step=2, plans_per_task=2, codes_per_plan=2, max_new_tokens=24,
-             checkpoint_every=1, efficiency_weight=0.0, eval_batch=6, sandbox_workers=1, n_fresh_tasks=3)
+             checkpoint_every_steps=1, efficiency_weight=0.0, eval_batch_samples=6, sandbox_workers=1, n_fresh_tasks=3)
+SMALL_FLAT = {**{k: v for k, v in SMALL.items() if k != "sft"}, "sft": {"epochs": 0.3, "batch_size": 8}}
 
 
 def _train_cmd(out_dir):
-    cfg = {**SMALL, "out_dir": str(out_dir)}
-    code = ("import json,sys; from coral.train.corecode import CoReCodeConfig, train_corecode; "
-            "train_corecode(CoReCodeConfig(**json.loads(sys.argv[1])), progress=False)")
+    cfg = {**SMALL_FLAT, "out_dir": str(out_dir)}
+    code = ("import json,sys; from coral.config import from_mapping; "
+            "from coral.train.corecode import CoReCodeConfig, train_corecode; "
+            "train_corecode(from_mapping(CoReCodeConfig, json.loads(sys.argv[1])), progress=False)")
     return [sys.executable, "-c", code, json.dumps(cfg)]
 
 
@@ -154,15 +183,7 @@ def _final_weights(out_dir):
 def test_a_killed_run_resumes_to_the_same_state(tmp_path):
     clean, crashed = tmp_path / "clean", tmp_path / "crashed"
     subprocess.run(_train_cmd(clean), check=True, timeout=600)
-    proc = subprocess.Popen(_train_cmd(crashed), start_new_session=True)
-    deadline = time.time() + 300
-    metrics = crashed / "metrics.jsonl"
-    while time.time() < deadline:  # kill -9 once step 2 is logged (its checkpoint may or may not exist)
-        if metrics.exists() and len(metrics.read_text().splitlines()) >= 2:
-            break
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_once_logged(_train_cmd(crashed), crashed / "metrics.jsonl", steps=2)
     assert not (crashed / "summary.json").exists()
     subprocess.run(_train_cmd(crashed), check=True, timeout=600)
     a, b = _final_weights(clean), _final_weights(crashed)
@@ -178,7 +199,8 @@ def test_a_killed_run_resumes_to_the_same_state(tmp_path):
 def test_kl_anchor_uses_the_saved_sft_policy_and_resume_needs_it(tmp_path):
     from coral.train.corecode import train_corecode
 
-    cfg = CoReCodeConfig(**{**SMALL, "rl_steps": 2, "beta_kl": 0.1, "out_dir": str(tmp_path / "run")})
+    anchored = GRPOConfig(lr=1e-4, advantage="dr_grpo", loss=LossConfig(beta_kl=0.1))
+    cfg = CoReCodeConfig(**{**SMALL, "rl_steps": 2, "rl": anchored, "out_dir": str(tmp_path / "run")})
     train_corecode(cfg, progress=False)
     run = tmp_path / "run"
     assert (run / "sft" / "planner").is_dir() and (run / "sft" / "coder").is_dir()
@@ -194,12 +216,14 @@ def test_kl_anchor_uses_the_saved_sft_policy_and_resume_needs_it(tmp_path):
 
     shutil.rmtree(run / "sft")
     with pytest.raises(FileNotFoundError, match="SFT reference of 'planner'"):
-        train_corecode(CoReCodeConfig(**{**SMALL, "rl_steps": 3, "beta_kl": 0.1, "out_dir": str(run)}), progress=False)
+        train_corecode(CoReCodeConfig(**{**SMALL, "rl_steps": 3, "rl": anchored, "out_dir": str(run)}), progress=False)
 
 
-def test_negative_beta_kl_is_rejected():
-    with pytest.raises(ValueError, match="beta_kl"):
-        CoReCodeConfig(beta_kl=-0.1)
+def test_negative_beta_kl_is_rejected_with_its_dotted_name():
+    from coral.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="field 'rl.loss.beta_kl'"):
+        load_config(CoReCodeConfig, None, {"rl.loss.beta_kl": "-0.1"})
 
 
 def _skeletons(tasks):
@@ -209,12 +233,11 @@ def _skeletons(tasks):
 
 
 def test_rl_tasks_can_go_deeper_than_sft_but_stay_in_the_train_split():
-    from coral.train.corecode import build_tasks, rl_tasks
 
     cfg = CoReCodeConfig(n_train_tasks=300, n_test_tasks=100, max_depth=2)
     train, test = build_tasks(cfg)
-    assert rl_tasks(cfg, train) is train
-    deeper = rl_tasks(CoReCodeConfig(n_train_tasks=300, n_test_tasks=100, max_depth=2, rl_max_depth=3), train)
+    assert rl_tasks(cfg.splits, train) is train
+    deeper = rl_tasks(CoReCodeConfig(n_train_tasks=300, n_test_tasks=100, max_depth=2, rl_max_depth=3).splits, train)
     assert max(t.metadata["difficulty"] for t in deeper) == 3
     assert {t.metadata["split"] for t in deeper} == {"train"}
     assert not _skeletons(deeper) & _skeletons(test)
@@ -224,7 +247,7 @@ def test_rl_tasks_can_go_deeper_than_sft_but_stay_in_the_train_split():
 
 def test_evaluate_pass1_is_greedy_by_default_and_sampled_on_request(tmp_path):
     from coral.sandbox import Sandbox
-    from coral.train.corecode import build_policies, build_tasks, evaluate_pass1
+    from coral.train.corecode_eval import evaluate_pass1
 
     cfg = CoReCodeConfig(**{**SMALL, "out_dir": str(tmp_path)})
     train, test = build_tasks(cfg)
@@ -242,20 +265,20 @@ def test_evaluate_pass1_is_greedy_by_default_and_sampled_on_request(tmp_path):
         plans.setdefault(r["task_id"], set()).add(r["turns"][0]["text"])
     assert any(len(p) > 1 for p in plans.values()), "sampling at temperature 1 gave identical plans"
     config = json.loads((tmp_path / "sampled" / "summary.json").read_text())["config"]
-    assert config["temperature"] == cfg.temperature and config["samples_per_task"] == 3
+    assert config["temperature"] == cfg.rl.temperature and config["samples_per_task"] == 3
 
 
 def test_rl_can_train_on_skeletons_kept_out_of_sft():
-    from coral.train.corecode import build_tasks, rl_tasks, sft_tasks
+    from coral.benchmarks.splits import sft_tasks
 
     cfg = CoReCodeConfig(n_train_tasks=400, n_test_tasks=100, rl_skeleton_fraction=0.25)
     train, test = build_tasks(cfg)
-    sft, rl = sft_tasks(cfg, train), rl_tasks(cfg, train)
+    sft, rl = sft_tasks(cfg.splits, train), rl_tasks(cfg.splits, train)
     assert len(sft) + len(rl) == len(train) and 0.1 < len(rl) / len(train) < 0.4
     assert not _skeletons(sft) & _skeletons(rl)  # RL practises compositions SFT never showed
     assert not _skeletons(rl) & _skeletons(test) and not _skeletons(sft) & _skeletons(test)
     plain = CoReCodeConfig(n_train_tasks=400, n_test_tasks=100)
-    assert sft_tasks(plain, train) is train and rl_tasks(plain, train) is train
+    assert sft_tasks(plain.splits, train) is train and rl_tasks(plain.splits, train) is train
     with pytest.raises(ValueError, match="rl_skeleton_fraction"):
         CoReCodeConfig(rl_skeleton_fraction=1.0)
     with pytest.raises(ValueError, match="set one"):
@@ -264,26 +287,26 @@ def test_rl_can_train_on_skeletons_kept_out_of_sft():
 
 def test_fresh_tasks_are_new_train_split_tasks_that_neither_sft_nor_rl_sees():
     from coral.benchmarks.procedural import make_tasks
-    from coral.train.corecode import fresh_tasks, rl_tasks
+    from coral.benchmarks.splits import fresh_tasks
 
     cfg = CoReCodeConfig(n_train_tasks=300, n_test_tasks=10, n_fresh_tasks=50, max_depth=2)
     train, _ = build_tasks(cfg)
-    fresh = fresh_tasks(cfg, train, rl_tasks(cfg, train))
+    fresh = fresh_tasks(cfg.splits, train, rl_tasks(cfg.splits, train))
     assert len(fresh) == 50 == len({t.id for t in fresh})
     assert not {t.id for t in fresh} & {t.id for t in train}
     assert {t.metadata["split"] for t in fresh} == {"train"}
     assert [t.id for t in fresh] == [t.id for t in make_tasks(350, "train", max_depth=2, seed=0)[300:]]
     # rl_max_depth draws other train-split tasks for RL: a fresh task is never one of them
     deeper = CoReCodeConfig(n_train_tasks=300, n_test_tasks=10, n_fresh_tasks=50, max_depth=2, rl_max_depth=3)
-    pool = rl_tasks(deeper, train)
+    pool = rl_tasks(deeper.splits, train)
     overlap = {t.id for t in make_tasks(350, "train", max_depth=2, seed=0)[300:]} & {t.id for t in pool}
     assert overlap  # the case is exercised: the plain tail holds some of RL's tasks
-    fresh_deeper = fresh_tasks(deeper, train, pool)
+    fresh_deeper = fresh_tasks(deeper.splits, train, pool)
     assert len(fresh_deeper) == 50 and not {t.id for t in fresh_deeper} & ({t.id for t in pool} | {t.id for t in train})
-    assert fresh_tasks(CoReCodeConfig(n_train_tasks=300, n_fresh_tasks=0), train, train) == []
+    assert fresh_tasks(CoReCodeConfig(n_train_tasks=300, n_fresh_tasks=0).splits, train, train) == []
     shallow = CoReCodeConfig(n_train_tasks=50, n_test_tasks=10, n_fresh_tasks=1000, max_depth=1)
     with pytest.raises(ValueError, match="'n_fresh_tasks'=1000 asks for more train-split tasks than there are"):
-        fresh_tasks(shallow, build_tasks(shallow)[0], [])
+        fresh_tasks(shallow.splits, build_tasks(shallow)[0], [])
     with pytest.raises(ValueError, match="'n_fresh_tasks' must be >= 0"):
         CoReCodeConfig(n_fresh_tasks=-1)
 
@@ -291,12 +314,12 @@ def test_fresh_tasks_are_new_train_split_tasks_that_neither_sft_nor_rl_sees():
 def test_a_run_refuses_to_resume_with_evaluations_it_has_no_sft_figure_for(tmp_path):
     from coral.train.corecode import train_corecode
 
-    cfg = {**SMALL, "rl_steps": 1, "eval_samples": 0, "n_fresh_tasks": 0, "out_dir": str(tmp_path / "run")}
+    cfg = {**SMALL, "rl_steps": 1, "eval_samples_per_task": 0, "n_fresh_tasks": 0, "out_dir": str(tmp_path / "run")}
     train_corecode(CoReCodeConfig(**cfg), progress=False)
     with pytest.raises(ValueError, match="no eval_sft_fresh after SFT"):
         train_corecode(CoReCodeConfig(**{**cfg, "rl_steps": 2, "n_fresh_tasks": 3}), progress=False)
     with pytest.raises(ValueError, match="no eval_sft_sampled after SFT"):
-        train_corecode(CoReCodeConfig(**{**cfg, "rl_steps": 2, "eval_samples": 2}), progress=False)
+        train_corecode(CoReCodeConfig(**{**cfg, "rl_steps": 2, "eval_samples_per_task": 2}), progress=False)
 
 
 def test_dr_grpo_keeps_the_efficiency_bonus_small_where_grpo_inflates_it():
@@ -317,14 +340,15 @@ def test_dr_grpo_keeps_the_efficiency_bonus_small_where_grpo_inflates_it():
                                                dtype=torch.float64), atol=1e-9, rtol=0)
     assert g[:4].abs().max() > g[4:].abs().max()  # grpo: efficiency noise outweighs correctness
     assert d[:4].abs().max() < 0.1 * d[4:].abs().max()  # dr_grpo: the bonus keeps its weight
-    assert CoReCodeConfig().advantage == "dr_grpo"
+    assert CoReCodeConfig().rl.advantage == "dr_grpo"
 
 
 @pytest.mark.parametrize("resume", [True, False])
 def test_a_run_resumes_sft_from_its_state_and_drops_it_after_the_step_zero_checkpoint(tmp_path, resume):
-    from coral.train.corecode import sft_checkpoint_dir, train_corecode
+    from coral.train.corecode import train_corecode
+    from coral.train.corecode_setup import sft_checkpoint_dir
 
-    cfg = CoReCodeConfig(**{**SMALL, "rl_steps": 1, "eval_samples": 0, "out_dir": str(tmp_path / "run"),
+    cfg = CoReCodeConfig(**{**SMALL, "rl_steps": 1, "eval_samples_per_task": 0, "out_dir": str(tmp_path / "run"),
                             "resume": resume})
     train, _ = build_tasks(cfg)
     sft_corecode(cfg, build_policies(cfg, train), train, progress=False)  # as if the run died right after SFT
@@ -339,19 +363,19 @@ def test_a_run_resumes_sft_from_its_state_and_drops_it_after_the_step_zero_check
 
 
 def test_the_step_line_says_when_the_coder_was_not_updated():
-    from coral.train.corecode import _fmt_step
+    from coral.train.corecode import step_line
 
     m = {"step": 3.0, "pass_rate": 0.0, "planner/reward": 0.0, "coder/reward": 0.0, "parse_failures": 1.0,
          "step_s": 0.2}
-    assert "loss(coder) no update" in _fmt_step(m, 10)
-    assert "loss(coder) -0.0125" in _fmt_step({**m, "coder/loss": -0.0125}, 10)
+    assert "loss(coder) no update" in step_line(m, 10)
+    assert "loss(coder) -0.0125" in step_line({**m, "coder/loss": -0.0125}, 10)
 
 
 def test_planner_and_coder_as_lora_adapters_on_one_frozen_base(tmp_path):
     from coral.policy.hf import HFPolicy
     from coral.train.corecode import train_corecode
 
-    cfg = CoReCodeConfig(**{**SMALL, "shared_base_lora": 4, "rl_steps": 2, "out_dir": str(tmp_path / "run")})
+    cfg = CoReCodeConfig(**{**SMALL, "lora_rank": 4, "rl_steps": 2, "out_dir": str(tmp_path / "run")})
     train, _ = build_tasks(cfg)
     fresh = build_policies(cfg, train)
     assert fresh["planner"].model is fresh["coder"].model
@@ -374,24 +398,24 @@ def test_planner_and_coder_as_lora_adapters_on_one_frozen_base(tmp_path):
             else:  # and none of the shared base
                 assert torch.equal(p, start), f"{role}.{n} moved"
     # a resumed run reads the adapters back from its last checkpoint and goes on
-    summary = train_corecode(CoReCodeConfig(**{**SMALL, "shared_base_lora": 4, "rl_steps": 3, "out_dir": str(run)}),
+    summary = train_corecode(CoReCodeConfig(**{**SMALL, "lora_rank": 4, "rl_steps": 3, "out_dir": str(run)}),
                              progress=False)
     assert summary["rl_steps"] == 3 and len((run / "metrics.jsonl").read_text().splitlines()) == 3
-    with pytest.raises(ValueError, match="shared_base_lora"):
-        CoReCodeConfig(shared_base_lora=-1)
+    with pytest.raises(ValueError, match="lora_rank"):
+        CoReCodeConfig(lora_rank=-1)
 
 
 def test_unparsed_warning_fires_above_half_and_explains_the_tiny_lora_case():
     from coral.train.corecode import unparsed_warning
 
-    cfg = CoReCodeConfig(temperature=1.0)
+    cfg = CoReCodeConfig()
     assert unparsed_warning(cfg, 0.5, "after SFT") is None
     text = unparsed_warning(cfg, 0.98, "after SFT")
     assert text.startswith("98% of the completions sampled at temperature 1.0 after SFT do not parse")
-    assert "shared_base_lora" not in text
-    lora = unparsed_warning(CoReCodeConfig(shared_base_lora=8), 0.98, "after SFT")
+    assert "lora_rank" not in text
+    lora = unparsed_warning(CoReCodeConfig(lora_rank=8), 0.98, "after SFT")
     assert "tied head caps the logit margins" in lora
-    assert "shared_base_lora" not in unparsed_warning(CoReCodeConfig(shared_base_lora=8, model="some/model"), 0.9, "x")
+    assert "lora_rank" not in unparsed_warning(CoReCodeConfig(lora_rank=8, model="some/model"), 0.9, "x")
 
 
 def test_a_run_whose_samples_do_not_parse_says_so_after_sft_and_after_five_rl_steps(tmp_path, caplog):
@@ -399,7 +423,7 @@ def test_a_run_whose_samples_do_not_parse_says_so_after_sft_and_after_five_rl_st
     rates the run itself recorded, and a good run (rate <= 0.5) must not (the unit test above)."""
     from coral.train.corecode import train_corecode
 
-    cfg = CoReCodeConfig(**{**SMALL, "rl_steps": 5, "eval_samples": 1, "n_fresh_tasks": 0,
+    cfg = CoReCodeConfig(**{**SMALL, "rl_steps": 5, "eval_samples_per_task": 1, "n_fresh_tasks": 0,
                             "out_dir": str(tmp_path / "run")})
     with caplog.at_level("WARNING", logger="coral.train.corecode"):
         train_corecode(cfg, progress=False)
@@ -411,3 +435,23 @@ def test_a_run_whose_samples_do_not_parse_says_so_after_sft_and_after_five_rl_st
     assert [w.split("%")[0] for w in warnings] == [f"{100 * sampled['parse_failures'] / sampled['samples']:.0f}",
                                                    f"{100 * rl_rate:.0f}"]
     assert "after SFT (held-out test split)" in warnings[0] and "in RL steps 1-5" in warnings[1]
+
+
+def test_a_custom_reward_function_changes_the_rewards_a_tiny_run_logs(tmp_path):
+    """A user's RewardFn goes to the recipe as an argument: here every code earns 0.25 (the default reward
+    of SMALL's untrained models is 0), and the planner's reward is the mean of its codes'."""
+    from coral.train.corecode import train_corecode
+
+    seen = []
+
+    def quarter(task, code, result, reference):
+        seen.append((task.id, reference))
+        return 0.25
+
+    cfg = CoReCodeConfig(**{**SMALL, "rl_steps": 2, "eval_samples_per_task": 0, "n_fresh_tasks": 0,
+                            "out_dir": str(tmp_path / "run")})
+    train_corecode(cfg, progress=False, reward_fn=quarter)
+    metrics = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [(m["coder/reward"], m["planner/reward"]) for m in metrics] == [(0.25, 0.25), (0.25, 0.25)]
+    per_step = cfg.tasks_per_step * cfg.plans_per_task * cfg.codes_per_plan
+    assert len(seen) == 2 * per_step and all(ref is None for _, ref in seen)  # no efficiency term: no reference run

@@ -111,7 +111,7 @@ def test_logged_loss_is_the_token_weighted_loss_of_the_step(policy):
 
 
 def test_kl_to_the_reference_is_zero_before_and_positive_after_an_update(policy):
-    from coral.train.corecode import frozen_copy
+    from coral.train.corecode_setup import frozen_copy
     from coral.train.losses import LossConfig
 
     learner = AgentLearner("coder", policy, GRPOConfig(lr=1e-2, loss=LossConfig(beta_kl=0.1)),

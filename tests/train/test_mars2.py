@@ -1,4 +1,9 @@
+import json
+import subprocess
+import sys
+
 import pytest
+from run_helpers import kill_once_logged
 
 from coral.train.mars2 import MARS2Config, node_advantages
 from coral.trajectory import Node
@@ -44,6 +49,10 @@ def test_config_names_bad_fields():
         MARS2Config(sft_processes=0)
     with pytest.raises(ValueError, match="'advantage_group' must be"):
         MARS2Config(advantage_group="agent")
+    from coral.train.grpo import GRPOConfig
+
+    with pytest.raises(ValueError, match="'rl.advantage' is not used by this recipe"):
+        MARS2Config(rl=GRPOConfig(advantage="rloo"))
 
 
 _CALLS = [0]
@@ -71,7 +80,7 @@ def test_one_mars2_step_updates_each_agent_on_its_own_nodes_only(monkeypatch):
     from coral.train.grpo import AgentLearner, GRPOConfig
     from coral.train.mars2 import mars2_step
 
-    cfg = MARS2Config(max_nodes=4, max_new_tokens=16, tasks_per_step=2, algorithm="best_of_n")  # agents alternate
+    cfg = MARS2Config(max_nodes_per_tree=4, max_new_tokens=16, tasks_per_step=2, algorithm="best_of_n")  # agents alternate
     policies = [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(2)]
     learners = [AgentLearner(f"agent{i}", p, GRPOConfig(lr=1e-2, skip_zero_advantage=False))
                 for i, p in enumerate(policies)]
@@ -79,10 +88,47 @@ def test_one_mars2_step_updates_each_agent_on_its_own_nodes_only(monkeypatch):
     tasks = make_tasks(2, "train", seed=0)
     monkeypatch.setattr(coral.workflows.tree, "judge", _alternating_judge)
     m = mars2_step(cfg, 1, tasks, policies, learners, sandbox=None)
-    assert m["agent0/nodes"] + m["agent1/nodes"] == 2 * cfg.max_nodes
+    assert m["agent0/nodes"] + m["agent1/nodes"] == 2 * cfg.max_nodes_per_tree
     for i, p in enumerate(policies):
         trained = m.get(f"agent{i}/trained_turns", 0.0)
         assert trained == m[f"agent{i}/nodes"]  # each agent trains on exactly its own nodes
         assert 0 < m[f"agent{i}/reward"] < 1
         changed = any(not torch.equal(a, b.detach()) for a, b in zip(before[i], p.parameters(), strict=True))
         assert changed
+
+
+TINY = {"n_train_tasks": 30, "n_test_tasks": 2, "agents": 2, "sft": {"epochs": 0.2, "batch_size": 8},
+        "sft_processes": 1, "refine_examples": 6, "rl_steps": 3, "tasks_per_step": 2, "max_nodes_per_tree": 3,
+        "max_new_tokens": 12, "sandbox_workers": 1, "rl": {"lr": 1e-2}}
+
+
+def _mars2_cmd(out_dir, progress=False):
+    code = ("import json,sys; from coral.config import from_mapping; from coral.train.mars2 import MARS2Config, "
+            f"train_mars2; train_mars2(from_mapping(MARS2Config, json.loads(sys.argv[1])), progress={progress})")
+    return [sys.executable, "-c", code, json.dumps({**TINY, "out_dir": str(out_dir)})]
+
+
+@pytest.mark.slow  # two tiny MARS2 runs in subprocesses, cold start included: about a CPU-minute
+def test_a_killed_mars2_run_resumes_to_the_same_state(tmp_path):
+    """kill -9 once step 2 is logged (its checkpoint may or may not be written), run again: the final
+    weights and the logged metrics equal an uninterrupted run's."""
+    import torch
+
+    from coral.policy.hf import HFPolicy
+
+    clean, crashed = tmp_path / "clean", tmp_path / "crashed"
+    subprocess.run(_mars2_cmd(clean), check=True, timeout=900)
+    kill_once_logged(_mars2_cmd(crashed), crashed / "metrics.jsonl", steps=2)
+    assert not (crashed / "summary.json").exists()
+    resumed = subprocess.run(_mars2_cmd(crashed, progress=True), check=True, timeout=900, capture_output=True, text=True)
+    assert "resumed from" in resumed.stdout and "cold start:" not in resumed.stdout  # not a rerun from scratch
+    assert "step 1/3" not in resumed.stdout
+    for i in range(TINY["agents"]):
+        a = HFPolicy.load(clean / "final" / f"agent{i}").model.state_dict()
+        b = HFPolicy.load(crashed / "final" / f"agent{i}").model.state_dict()
+        for name in a:
+            assert torch.equal(a[name], b[name]), f"agent{i}.{name} differs after resume"
+    read = lambda run: [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]  # noqa: E731
+    keys = ["step", "reward", "agent0/nodes", "agent1/nodes"]
+    assert [[m[k] for k in keys] for m in read(crashed)] == [[m[k] for k in keys] for m in read(clean)]
+    assert json.loads((crashed / "summary.json").read_text()) == json.loads((clean / "summary.json").read_text())

@@ -46,7 +46,7 @@ def test_jsonl_loader_accepts_prompt_or_messages_and_names_bad_lines(tmp_path):
 def test_parallel_sft_trains_each_policy_in_place_as_a_serial_run_on_its_thread_schedule_would(tmp_path):
     import os
 
-    from coral.train.sft import step_costs, thread_schedule, train_sft_many
+    from coral.train.sft_parallel import step_costs, thread_schedule, train_sft_many
 
     data = corecode_sft_examples(make_tasks(16, "train", seed=0))
     cfgs = {"planner": SFTConfig(epochs=1, batch_size=8, warmup_steps=1, seed=0),  # ends first: the coder
@@ -87,7 +87,7 @@ def test_parallel_sft_trains_each_policy_in_place_as_a_serial_run_on_its_thread_
 
 
 def test_thread_schedule_hands_a_finished_trainers_cpus_to_the_longest_one_from_its_next_step():
-    from coral.train.sft import thread_schedule
+    from coral.train.sft_parallel import thread_schedule
 
     # planner: 10 steps of 1; coder: 10 of 2. At t=10 the planner ends; the coder is 5 steps in
     assert thread_schedule({"planner": [1.0] * 10, "coder": [2.0] * 10}, 2, 1) == {"planner": {}, "coder": {5: 2}}
@@ -103,12 +103,13 @@ def test_thread_schedule_hands_a_finished_trainers_cpus_to_the_longest_one_from_
 
 
 def test_step_costs_count_parameters_per_token_and_attention_per_token_of_context():
-    from coral.train.sft import ATTENTION_COST, _tokenize, batch_plan, step_costs
+    from coral.train.sft import batch_plan, tokenize_examples
+    from coral.train.sft_parallel import ATTENTION_COST, step_costs
 
     examples = corecode_sft_examples(make_tasks(12, "train", seed=0))["planner"]
     cfg = SFTConfig(epochs=1, batch_size=5, seed=0)
     policy = tiny_policy(seed=0, d_model=32, n_layers=2)
-    lengths = [len(p) + len(c) for p, c in _tokenize(policy, examples)]
+    lengths = [len(p) + len(c) for p, c in tokenize_examples(policy, examples)]
     plan = batch_plan(lengths, cfg)
     costs = step_costs(policy, examples, cfg)
     params = sum(p.numel() for p in policy.model.parameters())
@@ -130,7 +131,7 @@ def test_batch_plan_is_the_order_train_sft_follows(monkeypatch):
     monkeypatch.setattr(sft, "sft_loss", lambda pol, batch: (
         seen.append(sorted(len(p) + len(c) for p, c in batch)), real(pol, batch))[1])
     train_sft(policy, examples, cfg, progress=False)
-    lengths = [len(p) + len(c) for p, c in sft._tokenize(policy, examples)]
+    lengths = [len(p) + len(c) for p, c in sft.tokenize_examples(policy, examples)]
     plan = sft.batch_plan(lengths, cfg)
     assert len(plan) == 7  # ceil(20 / 8) = 3 steps an epoch, 2.5 epochs
     assert seen == [sorted(lengths[i] for i in batch) for batch in plan]
@@ -140,7 +141,7 @@ def test_batch_plan_is_the_order_train_sft_follows(monkeypatch):
 
 
 def test_a_failing_parallel_sft_names_the_policy(tmp_path):
-    from coral.train.sft import train_sft_many
+    from coral.train.sft_parallel import train_sft_many
 
     data = corecode_sft_examples(make_tasks(4, "train", seed=0))
     jobs = {"planner": (tiny_policy(seed=0, d_model=32, n_layers=1), data["planner"], SFTConfig()),
@@ -240,7 +241,7 @@ def test_an_sft_checkpoint_of_another_run_is_refused_by_name(tmp_path):
 
 
 def test_parallel_sft_resumes_each_policy_from_its_own_checkpoint(tmp_path):
-    from coral.train.sft import train_sft_many
+    from coral.train.sft_parallel import train_sft_many
 
     data = corecode_sft_examples(make_tasks(16, "train", seed=0))
     cfg = SFTConfig(epochs=2, batch_size=8, warmup_steps=1, seed=0)

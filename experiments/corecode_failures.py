@@ -5,11 +5,12 @@ then the same coder answers again from the task's gold plan. Each task falls in 
 (plan equals the gold plan?, chain passes?, coder passes from the gold plan?), printed as a table,
 with pass@1 per composition length and a few wrong plans next to the gold ones.
 
-    .venv/bin/python bench/corecode_failures.py runs/demo/final
-    .venv/bin/python bench/corecode_failures.py runs/probe_sft_e6.0_b32_lr0.003_s0 --train
+    .venv/bin/python experiments/corecode_failures.py runs/demo/final
+    .venv/bin/python experiments/corecode_failures.py runs/probe_sft_e6.0_b32_lr0.003_s0 --train
 
 DIR holds `planner/` and `coder/` as saved by `HFPolicy.save` (a demo's `final/`, a probe's SFT
-cache). Tasks are rebuilt from --seed / --n-test-tasks exactly as `coral demo` builds them.
+cache). Tasks are rebuilt from --seed / --n-test-tasks exactly as `coral demo` builds them. Error bars:
+pass@1 with its standard error over tasks.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ import argparse
 import collections
 from pathlib import Path
 
+from coral.benchmarks.splits import build_tasks
 from coral.policy.hf import HFPolicy
+from coral.report.error_bars import rate_se
 from coral.sandbox import Sandbox
-from coral.train.corecode import CoReCodeConfig, build_tasks, make_agents
+from coral.train.corecode import CoReCodeConfig
+from coral.train.corecode_setup import make_agents
 from coral.workflows.chain import ChainConfig, run_chain
 from coral.workflows.common import judge, problem_text
 
@@ -37,7 +41,7 @@ def main() -> None:
     if missing:
         raise SystemExit(f"{args.dir}: no {missing[0]}/ directory (expected planner/ and coder/ from HFPolicy.save)")
     cfg = CoReCodeConfig(seed=args.seed, n_test_tasks=args.n_test_tasks, out_dir="runs/failures")
-    train, test = build_tasks(cfg)
+    train, test = build_tasks(cfg.splits)
     policies = {r: HFPolicy.load(args.dir / r) for r in ("planner", "coder")}
     for p in policies.values():
         p.batch_size = 64
@@ -62,7 +66,8 @@ def main() -> None:
                 if not exact and len(wrong) < args.examples:
                     wrong.append((task, plan))
             n = len(tasks)
-            print(f"\n{name}: {n} tasks, greedy pass@1 {sum(v for k, v in cells.items() if k[1]) / n:.3f}; "
+            rate = sum(v for k, v in cells.items() if k[1]) / n
+            print(f"\n{name}: {n} tasks, greedy pass@1 {rate:.3f} (SE {rate_se(rate, n):.3f}); "
                   f"coder from the gold plan {sum(v for k, v in cells.items() if k[2]) / n:.3f}; "
                   f"plans equal to the gold plan {sum(v for k, v in cells.items() if k[0]) / n:.3f}")
             print(f"{'plan = gold':<13}{'chain passes':<14}{'passes from gold plan':<23}{'tasks':>6}")

@@ -8,9 +8,10 @@ Per seed the agents are cold-started (SFT) once and each variant trains from cop
   mars2+tcs/agent  the same, advantages normalised per (tree, agent) instead of per tree
 Evaluation: every variant searches the held-out tasks with AB-MCTS-A and its own agents at the same
 node budget. Also printed: the cold-start agents before RL, all of them (`sft`, the baseline of the
-MARS2 rows) and the first alone (`sft/1`, the baseline of `single`).
+MARS2 rows) and the first alone (`sft/1`, the baseline of `single`). Error bars: the standard error over
+seeds of each variant's mean Pass@1 and Pass@N (nan with one seed).
 
-    .venv/bin/python bench/mars2_compare.py --seeds 0 1 --rl-steps 8    # about 15 min per seed on 2 cores
+    .venv/bin/python experiments/mars2_compare.py --seeds 0 1 --rl-steps 8    # about 15 min per seed on 2 cores
 """
 
 from __future__ import annotations
@@ -18,17 +19,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import statistics
 import time
-from dataclasses import replace
+from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 
+from coral.benchmarks.splits import build_tasks
+from coral.report.error_bars import mean_se
 from coral.sandbox import Sandbox
-from coral.train.corecode import build_tasks
 from coral.train.mars2 import MARS2Config, cold_start, evaluate_search, train_mars2
 
-COLD_START_FIELDS = ("seed", "n_train_tasks", "min_depth", "max_depth", "agents", "sft_epochs", "sft_lr",
-                     "sft_batch_size", "refine_examples")
+COLD_START_FIELDS = ("seed", "n_train_tasks", "min_depth", "max_depth", "agents", "sft", "refine_examples")
 VARIANTS = {
     "single": dict(algorithm="best_of_n", shaping=False, agents=1),
     "mars2": dict(algorithm="abmcts", shaping=False),
@@ -43,7 +43,7 @@ def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Pa
         return cold_start(cfg, train, sandbox, progress=False)
     from coral.policy.hf import HFPolicy
 
-    key = {k: getattr(cfg, k) for k in COLD_START_FIELDS}
+    key = {k: asdict(v) if is_dataclass(v) else v for k, v in ((k, getattr(cfg, k)) for k in COLD_START_FIELDS)}
     where = cache / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     if (where / "done").exists():
         return [HFPolicy.load(where / f"agent{i}") for i in range(cfg.agents)]
@@ -57,7 +57,7 @@ def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Pa
 
 def run_seed(base: MARS2Config, seed: int, out: Path, cache: Path | None) -> dict[str, dict[str, float]]:
     cfg = replace(base, seed=seed)
-    tasks = build_tasks(cfg)
+    tasks = build_tasks(cfg.splits)
     rows = {}
     with Sandbox(workers=cfg.sandbox_workers) as sandbox:
         t0 = time.perf_counter()
@@ -82,30 +82,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--rl-steps", type=int, default=8)
-    ap.add_argument("--max-nodes", type=int, default=8)
+    ap.add_argument("--max-nodes-per-tree", type=int, default=8)
     ap.add_argument("--tasks-per-step", type=int, default=16)
     ap.add_argument("--n-test-tasks", type=int, default=100)
     ap.add_argument("--n-train-tasks", type=int, default=3000)
-    ap.add_argument("--rl-lr", type=float, default=MARS2Config.rl_lr)
-    ap.add_argument("--sft-epochs", type=float, default=MARS2Config.sft_epochs)
-    ap.add_argument("--out", default="runs/bench_mars2")
+    ap.add_argument("--rl-lr", type=float, default=MARS2Config().rl.lr)
+    ap.add_argument("--sft-epochs", type=float, default=MARS2Config().sft.epochs)
+    ap.add_argument("--out", default="runs/experiment_mars2")
     ap.add_argument("--cold-cache", default="runs/mars2_cold", help="reuse cold starts from here ('' = never)")
     args = ap.parse_args()
-    base = MARS2Config(rl_steps=args.rl_steps, max_nodes=args.max_nodes, tasks_per_step=args.tasks_per_step,
-                       n_test_tasks=args.n_test_tasks, n_train_tasks=args.n_train_tasks, rl_lr=args.rl_lr,
-                       sft_epochs=args.sft_epochs)
+    default = MARS2Config()
+    base = MARS2Config(rl_steps=args.rl_steps, max_nodes_per_tree=args.max_nodes_per_tree,
+                       tasks_per_step=args.tasks_per_step, n_test_tasks=args.n_test_tasks,
+                       n_train_tasks=args.n_train_tasks, rl=replace(default.rl, lr=args.rl_lr),
+                       sft=replace(default.sft, epochs=args.sft_epochs))
     out = Path(args.out)
     cache = Path(args.cold_cache) if args.cold_cache else None
     results = {seed: run_seed(base, seed, out, cache) for seed in args.seeds}
-    print(f"\nheld-out, {args.n_test_tasks} tasks, node budget {args.max_nodes}, {args.rl_steps} RL steps "
+    print(f"\nheld-out, {args.n_test_tasks} tasks, node budget {args.max_nodes_per_tree}, {args.rl_steps} RL steps "
           f"at lr {args.rl_lr:g}, cold start {args.sft_epochs:g} epochs, "
           f"seeds {args.seeds}")
-    print(f"{'variant':16s} {'pass@1 mean':>12s} {'pass@N mean':>12s}   per seed pass@1")
+    print(f"{'variant':16s} {'pass@1 mean ± SE':>18s} {'pass@N mean ± SE':>18s}   per seed pass@1")
     for name in ["sft/1", "single", "sft", *list(VARIANTS)[1:]]:
-        p1 = [results[s][name]["pass@1"] for s in args.seeds]
-        pn = [results[s][name]["pass@n"] for s in args.seeds]
-        print(f"{name:16s} {statistics.mean(p1):12.3f} {statistics.mean(pn):12.3f}   "
-              + " ".join(f"{x:.3f}" for x in p1))
+        p1 = mean_se([results[s][name]["pass@1"] for s in args.seeds])
+        pn = mean_se([results[s][name]["pass@n"] for s in args.seeds])
+        print(f"{name:16s} {p1[0]:10.3f} ± {p1[1]:.3f} {pn[0]:10.3f} ± {pn[1]:.3f}   "
+              + " ".join(f"{results[s][name]['pass@1']:.3f}" for s in args.seeds))
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps({str(k): v for k, v in results.items()}, indent=2))
 

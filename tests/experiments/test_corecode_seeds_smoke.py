@@ -1,4 +1,4 @@
-"""bench/corecode_seeds.py: one tiny seed prints all four held-out comparisons and their means."""
+"""experiments/corecode_seeds.py: one tiny seed prints all four held-out comparisons and their means."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import json
 import sys
 
 
-def test_one_tiny_seed_prints_both_held_out_sets(load_bench, tmp_path, monkeypatch, capsys):
-    bench = load_bench("corecode_seeds")
+def test_one_tiny_seed_prints_both_held_out_sets(load_experiment, tmp_path, monkeypatch, capsys):
+    bench = load_experiment("corecode_seeds")
     tiny = {"n_train_tasks": 40, "n_test_tasks": 4, "n_fresh_tasks": 3, "d_model": 32, "n_layers": 1,
-            "sft_epochs": 0.5, "tasks_per_step": 2, "plans_per_task": 2, "codes_per_plan": 2, "max_new_tokens": 16,
+            "sft": {"epochs": 0.5}, "tasks_per_step": 2, "plans_per_task": 2, "codes_per_plan": 2, "max_new_tokens": 16,
             "sandbox_workers": 1}
-    monkeypatch.setattr(sys, "argv", ["corecode_seeds.py", "--seeds", "0", "--rl-steps", "1", "--eval-samples", "2",
+    monkeypatch.setattr(sys, "argv", ["corecode_seeds.py", "--seeds", "0", "--rl-steps", "1", "--eval-samples-per-task", "2",
                                       "--set", json.dumps(tiny), "--out", str(tmp_path)])
     bench.main()
     out = capsys.readouterr().out

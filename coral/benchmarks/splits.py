@@ -1,0 +1,99 @@
+"""Which procedural tasks a training run uses for what: the train split (cold start and RL), the test
+split (held out, new skeletons), the tasks kept for RL only, and the "fresh" held-out tasks of the
+training skeletons.
+
+`ProceduralSplits` holds the numbers; a recipe config builds one from its fields. Held-out compositions
+never enter a training set. This module does NOT generate compositions (benchmarks/procedural.py) and
+does NOT train or evaluate anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from coral.trajectory import Task
+
+RL_SKELETON_SALT = "coral-rl-skeletons/"
+
+
+@dataclass(frozen=True)
+class ProceduralSplits:
+    seed: int = 0
+    n_train_tasks: int = 4000
+    n_test_tasks: int = 200
+    n_fresh_tasks: int = 0  # held-out tasks of the training skeletons (0: none)
+    min_depth: int = 1
+    max_depth: int = 2
+    rl_max_depth: int | None = None  # RL on train-split tasks up to this depth (None: SFT's tasks)
+    rl_skeleton_fraction: float = 0.0  # share of train skeletons kept out of SFT, for RL alone
+
+
+def build_tasks(spec: ProceduralSplits) -> tuple[list[Task], list[Task]]:
+    """(train split, test split): the first n_train_tasks / n_test_tasks tasks of each, seeded."""
+    from coral.benchmarks.procedural import make_tasks
+
+    train = make_tasks(spec.n_train_tasks, "train", min_depth=spec.min_depth, max_depth=spec.max_depth,
+                       seed=spec.seed)
+    test = make_tasks(spec.n_test_tasks, "test", min_depth=spec.min_depth, max_depth=spec.max_depth,
+                      seed=spec.seed + 1)
+    return train, test
+
+
+def _split_off_rl_skeletons(spec: ProceduralSplits, train: list[Task]) -> tuple[list[Task], list[Task]]:
+    """(SFT's tasks, RL's tasks): train tasks whose skeleton hashes below rl_skeleton_fraction go to RL."""
+    from coral.benchmarks.procedural import parse_composition, skeleton_unit
+
+    sft: list[Task] = []
+    rl: list[Task] = []
+    for task in train:
+        comp = parse_composition(task.metadata["family"], task.metadata["composition"])
+        (rl if skeleton_unit(comp, RL_SKELETON_SALT) < spec.rl_skeleton_fraction else sft).append(task)
+    return sft, rl
+
+
+def sft_tasks(spec: ProceduralSplits, train: list[Task]) -> list[Task]:
+    """The cold start's tasks: the train split, less the skeletons kept for RL (rl_skeleton_fraction)."""
+    if spec.rl_skeleton_fraction == 0:
+        return train
+    return _split_off_rl_skeletons(spec, train)[0]
+
+
+def rl_tasks(spec: ProceduralSplits, train: list[Task]) -> list[Task]:
+    """The RL stream's tasks: SFT's training tasks; or (rl_skeleton_fraction > 0) the train tasks whose
+    skeletons SFT never saw; or (rl_max_depth set) other train-split tasks up to that depth, generated
+    with another seed. Held-out compositions never enter any of them."""
+    if spec.rl_skeleton_fraction > 0:
+        tasks = _split_off_rl_skeletons(spec, train)[1]
+        if not tasks:
+            raise ValueError(f"rl_skeleton_fraction={spec.rl_skeleton_fraction} keeps no train task for RL; raise it")
+        return tasks
+    if spec.rl_max_depth is None:
+        return train
+    return build_tasks(replace(spec, max_depth=spec.rl_max_depth, rl_max_depth=None, seed=spec.seed + 17))[0]
+
+
+def fresh_tasks(spec: ProceduralSplits, train: Sequence[Task], rl_pool: Sequence[Task]) -> list[Task]:
+    """spec.n_fresh_tasks held-out tasks of the training skeletons: the train split's tasks after the first
+    n_train_tasks (make_tasks extends its list deterministically), less any the RL pool holds (rl_max_depth
+    draws other train-split tasks). Neither SFT nor RL sees them; their skeletons are the train split's,
+    where the test split's are new."""
+    from coral.benchmarks.procedural import make_tasks
+
+    n = spec.n_fresh_tasks
+    if n == 0:
+        return []
+    taken = {t.id for t in train} | {t.id for t in rl_pool}
+    extra = 0
+    while True:
+        try:
+            more = make_tasks(len(train) + n + extra, "train", min_depth=spec.min_depth, max_depth=spec.max_depth,
+                              seed=spec.seed)
+        except ValueError as exc:
+            raise ValueError(f"field 'n_fresh_tasks'={n} asks for more train-split tasks than there are: {exc}") from exc
+        if [t.id for t in more[:len(train)]] != [t.id for t in train]:
+            raise RuntimeError("fresh_tasks: `train` is not the train split's first n_train_tasks tasks")
+        fresh = [t for t in more[len(train):] if t.id not in taken]
+        if len(fresh) >= n:
+            return fresh[:n]
+        extra += n - len(fresh)

@@ -1,0 +1,118 @@
+"""CoRe-Code's pieces before the loop: the planner and coder policies, their agents for one step, the
+cold start (SFT of each role on gold plans and codes), the KL references and the learners.
+
+This module does NOT run the RL loop or evaluate (coral/train/corecode.py, corecode_eval.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from coral.benchmarks.splits import sft_tasks
+from coral.train.corecode_config import ROLES, CoReCodeConfig
+from coral.trajectory import Task
+
+
+def build_policies(cfg: CoReCodeConfig, train: Sequence[Task]) -> dict[str, Any]:
+    """The planner and coder: two models, or with cfg.lora_rank two LoRA adapters on one base."""
+    from coral.policy import load_policy, tiny_policy
+    from coral.train.sft import corecode_sft_examples
+
+    if cfg.model == "tiny":
+        examples = corecode_sft_examples(train)
+        corpus = [m["content"] for ex in examples["planner"] + examples["coder"] for m in ex.messages]
+        corpus += [ex.completion for ex in examples["planner"] + examples["coder"]]
+
+    def make(i: int) -> Any:
+        if cfg.model != "tiny":
+            return load_policy(cfg.model)
+        policy = tiny_policy(seed=cfg.seed * 10 + i, corpus=corpus, d_model=cfg.d_model, n_layers=cfg.n_layers)
+        # tiny models: bigger generation batches are faster (an RL step's 128 codes in one batch rather than
+        # two of 64: rollouts 5-15% faster, bench/corecode_rollout_batch.py); seeded tokens do not change
+        policy.batch_size = 128
+        return policy
+
+    if cfg.lora_rank:
+        from coral.policy.shared_lora import shared_lora
+
+        return dict(shared_lora(make(0), list(ROLES), r=cfg.lora_rank, alpha=2 * cfg.lora_rank))
+    return {role: make(i) for i, role in enumerate(ROLES)}
+
+
+def make_agents(cfg: CoReCodeConfig, policies: dict[str, Any], step: int, greedy: bool = False) -> dict[str, Any]:
+    """The planner and coder agents of one RL step (or evaluation: step -1 sampled, 0 greedy)."""
+    from coral.agents import make_agent
+    from coral.policy.base import SamplingParams
+
+    out = {}
+    for i, role in enumerate(ROLES):
+        sampling = SamplingParams(max_new_tokens=cfg.max_new_tokens,
+                                  temperature=0.0 if greedy else cfg.rl.temperature,
+                                  seed=cfg.seed * 1_000_003 + step * 1009 + i * 101)
+        out[role] = make_agent(role, policies[role], sampling=sampling, trainable=role in cfg.train_roles)
+    return out
+
+
+def sft_checkpoint_dir(cfg: CoReCodeConfig) -> Path:
+    """Where SFT keeps each role's training state until the run's step-0 checkpoint exists."""
+    return Path(cfg.out_dir) / "sft_ckpt"
+
+
+def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, Any], train: list[Task],
+                 progress: bool = True) -> dict[str, list[float]]:
+    """Cold start: planner and coder SFT'd in place on the gold plans and codes of the cold start's tasks
+    (in parallel processes unless cfg.sft_processes == 1); returns each role's loss curve."""
+    from coral.train.sft import corecode_sft_examples
+    from coral.train.sft_parallel import train_sft_many
+
+    data = corecode_sft_examples(sft_tasks(cfg.splits, train))
+    sft = replace(cfg.sft, seed=cfg.seed)
+    per_role = {role: sft if role != "coder" or cfg.sft_coder_epochs is None
+                else replace(sft, epochs=cfg.sft_coder_epochs) for role in policies}
+    checkpoints = {role: sft_checkpoint_dir(cfg) / f"{role}.pt" for role in policies}
+    with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
+        return train_sft_many({role: (policies[role], data[role], per_role[role]) for role in policies}, work,
+                              progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
+
+
+def frozen_copy(policy: Any) -> Any:
+    """A copy of `policy` for the KL reference: same weights, no gradients, eval mode."""
+    ref = copy.deepcopy(policy)
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    ref.eval()
+    return ref
+
+
+def sft_references(cfg: CoReCodeConfig, policies: dict[str, Any], saved: bool) -> dict[str, Any]:
+    """KL references of the trained roles (none when rl.loss.beta_kl is 0). After SFT they are copies of
+    the policies, also written to out_dir/sft; on resume (`saved`) they are read back from there."""
+    if cfg.rl.loss.beta_kl == 0:
+        return {}
+    from coral.policy.hf import HFPolicy
+
+    refs = {}
+    for role in cfg.train_roles:
+        where = Path(cfg.out_dir) / "sft" / role
+        if saved:
+            if not where.is_dir():
+                raise FileNotFoundError(f"rl.loss.beta_kl > 0 needs the SFT reference of {role!r} at {where}, "
+                                        "written after SFT; it is missing, so this run cannot resume with a KL term")
+            refs[role] = frozen_copy(HFPolicy.load(where))
+        else:
+            refs[role] = frozen_copy(policies[role])
+            refs[role].save(where)
+    return refs
+
+
+def make_learners(cfg: CoReCodeConfig, policies: dict[str, Any], references: dict[str, Any]) -> dict[str, Any]:
+    """One AgentLearner per trained role, with its KL reference when there is one."""
+    from coral.train.grpo import AgentLearner
+
+    return {role: AgentLearner(role, policies[role], cfg.rl, reference=references.get(role))
+            for role in cfg.train_roles}

@@ -1,0 +1,151 @@
+"""The run loop every recipe shares: a run directory, its metrics log, checkpoints, the data cursor and
+the driver that calls a recipe's step function.
+
+A recipe (CoRe-Code, MARS2, ...) sets itself up (tasks, policies, cold start), builds its agents as
+`TrainedAgent`s, and hands `drive` a step function `step_fn(step, batch) -> metrics`. `drive` draws each
+step's batch from a seeded endless shuffle, logs the metrics (metrics.jsonl + TensorBoard), and saves a
+checkpoint (every agent's weights and learner state, RNG states, step, data position, metrics) every
+`checkpoint_every_steps` steps, atomically. A run killed at any moment restarts from its latest
+checkpoint (`Run.restore`) and ends in the state the uninterrupted run would have reached, provided the
+step function is deterministic given the restored RNG states and step number.
+
+This module does NOT roll out, score or update anything (the step function does), and does NOT decide
+what a recipe evaluates.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import random
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from coral.train.checkpoints import TrainedAgent, latest_checkpoint, load_checkpoint, save_checkpoint
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+StepFn = Callable[[int, Sequence[Any]], dict[str, float]]
+"""A recipe's training step: (step number from 1, this step's batch of tasks) -> metrics to log."""
+
+
+class MetricsLog:
+    """metrics.jsonl (rewritten from `history` on start, then appended and flushed per step) and
+    TensorBoard scalars, both under `out_dir`. Rewriting on start drops the steps a crashed run logged
+    after its last checkpoint, which the resumed run computes again."""
+
+    def __init__(self, out_dir: str | Path, history: Sequence[dict[str, float]] = ()):
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.path = out_dir / "metrics.jsonl"
+        self.path.write_text("".join(json.dumps(m) + "\n" for m in history))
+        self.history: list[dict[str, float]] = list(history)
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(str(out_dir / "tb"))
+        except ImportError:  # tensorboard is a declared dependency: a broken install is reported, not hidden
+            logger.warning("tensorboard is not importable; metrics go to %s only", self.path)
+            self.tb = None
+
+    def __call__(self, metrics: dict[str, float]) -> None:
+        self.history.append(metrics)
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(metrics) + "\n")
+        if self.tb is not None:
+            for key, value in metrics.items():
+                if key != "step":
+                    self.tb.add_scalar(key, value, int(metrics["step"]))
+            self.tb.flush()
+
+
+@functools.lru_cache(maxsize=4)
+def _data_order(n: int, seed: int, epoch: int) -> tuple[int, ...]:
+    order = list(range(n))
+    random.Random(seed * 7919 + epoch).shuffle(order)
+    return tuple(order)
+
+
+def next_batch(items: Sequence[T], position: int, size: int, seed: int) -> list[T]:
+    """Items [position, position + size) of an endless stream of seeded per-epoch shuffles of `items`."""
+    if not items:
+        raise ValueError("next_batch: no items to draw from")
+    out = []
+    for pos in range(position, position + size):
+        epoch, i = divmod(pos, len(items))
+        out.append(items[_data_order(len(items), seed, epoch)[i]])
+    return out
+
+
+class DataCursor:
+    """Where a run is in its task stream: `take(size)` returns the next batch and moves on. The position
+    is all a checkpoint needs to continue the same stream."""
+
+    def __init__(self, items: Sequence[T], seed: int, position: int = 0):
+        self.items, self.seed, self.position = items, seed, position
+
+    def take(self, size: int) -> list[T]:
+        batch = next_batch(self.items, self.position, size, self.seed)
+        self.position += size
+        return batch
+
+
+class Run:
+    """One run directory: config.json, metrics.jsonl and tb/, checkpoints under ckpt/ (atomic, newest two
+    kept). `restore` reads the latest checkpoint into the agents; `save` writes one. `start_over` deletes
+    the checkpoints an earlier run left (a recipe's `resume: false`)."""
+
+    def __init__(self, out_dir: str | Path, config: Any = None, start_over: bool = False):
+        self.out = Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.ckpt_root = self.out / "ckpt"
+        if start_over:
+            shutil.rmtree(self.ckpt_root, ignore_errors=True)
+        if config is not None:
+            data = asdict(config) if is_dataclass(config) else dict(config)
+            (self.out / "config.json").write_text(json.dumps(data, indent=2))
+
+    def latest(self) -> Path | None:
+        return latest_checkpoint(self.ckpt_root)
+
+    def restore(self, agents: Mapping[str, TrainedAgent]) -> dict[str, Any] | None:
+        """The trainer state of the latest checkpoint, with the agents and RNG states restored in place;
+        None when the run has no checkpoint yet."""
+        path = self.latest()
+        return None if path is None else load_checkpoint(path, dict(agents))
+
+    def save(self, agents: Mapping[str, TrainedAgent], state: dict[str, Any]) -> Path:
+        return save_checkpoint(self.ckpt_root, int(state["step"]), dict(agents), state)
+
+
+def new_state(**extra: Any) -> dict[str, Any]:
+    """The trainer state of a run before its first step: step 0, data position 0, no metrics."""
+    return {"step": 0, "position": 0, "metrics": [], **extra}
+
+
+def drive(run: Run, step_fn: StepFn, tasks: Sequence[Any], agents: Mapping[str, TrainedAgent],
+          state: dict[str, Any], *, steps: int, tasks_per_step: int, seed: int, checkpoint_every_steps: int,
+          on_step: Callable[[dict[str, float], list[dict[str, float]]], None] | None = None) -> dict[str, Any]:
+    """Steps state["step"] + 1 .. `steps`: batch -> step_fn -> log -> (every `checkpoint_every_steps`
+    steps and at the last) checkpoint. `on_step(metrics, history)` runs after each step is logged (a
+    progress line, a warning). Returns the final trainer state."""
+    if checkpoint_every_steps < 1 or tasks_per_step < 1:
+        raise ValueError(f"drive: checkpoint_every_steps and tasks_per_step must be >= 1, "
+                         f"got {checkpoint_every_steps} and {tasks_per_step}")
+    log = MetricsLog(run.out, state["metrics"])
+    cursor = DataCursor(tasks, seed, state["position"])
+    for step in range(state["step"] + 1, steps + 1):
+        metrics = step_fn(step, cursor.take(tasks_per_step))
+        state.update(step=step, position=cursor.position)
+        log(metrics)
+        state["metrics"] = log.history
+        if on_step is not None:
+            on_step(metrics, log.history)
+        if step % checkpoint_every_steps == 0 or step == steps:
+            run.save(agents, state)
+    return state

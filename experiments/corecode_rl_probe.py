@@ -1,0 +1,110 @@
+"""Probe one CoRe-Code RL setting from a cached SFT checkpoint: greedy pass@1 on held-out tasks and on
+training tasks, before and after RL, each with its standard error over tasks, and the paired per-task
+change of held-out pass@1. Used for the learning-rate / group sweeps.
+
+    .venv/bin/python experiments/corecode_rl_probe.py --rl-steps 40 --set '{"rl": {"lr": 5e-5}}'
+    .venv/bin/python experiments/corecode_rl_probe.py --rl-steps 20 --fixed-tasks 48 --set '{"train_roles": ["coder"]}'
+
+--set holds CoReCodeConfig fields (nested as mappings). --fixed-tasks N: RL on the first N training tasks
+only, and the "train" evaluation on those same N (0: the usual stream and the first 200).
+--sampled-per-task K: also held-out pass@1 estimated from K samples per task at rl.temperature.
+--eval-every-steps N: also held-out greedy pass@1 every N steps. "fresh" is pass@1 on the config's
+n_fresh_tasks held-out tasks of the training skeletons. The SFT weights are cached in
+runs/probe_sft_e<epochs>_b<batch>_lr<lr>_s<seed>[_rl<fraction>][_d<d_model>_l<layers>] so that settings
+share one cold start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from coral.benchmarks.splits import build_tasks, fresh_tasks, rl_tasks
+from coral.config import from_mapping
+from coral.policy.hf import HFPolicy
+from coral.report.error_bars import rate_se
+from coral.sandbox import Sandbox
+from coral.train.corecode import CoReCodeConfig, rl_step
+from coral.train.corecode_eval import evaluate_pass1, fmt_change, paired_change_between
+from coral.train.corecode_setup import (
+    build_policies,
+    frozen_copy,
+    make_learners,
+    sft_checkpoint_dir,
+    sft_corecode,
+)
+from coral.train.loop import next_batch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rl-steps", type=int, default=20)
+    ap.add_argument("--fixed-tasks", type=int, default=0)
+    ap.add_argument("--sampled-per-task", type=int, default=0)
+    ap.add_argument("--eval-every-steps", type=int, default=0)
+    ap.add_argument("--set", default="{}", help="JSON of CoReCodeConfig fields")
+    args = ap.parse_args()
+    kw = json.loads(args.set)
+    steps, fixed, sampled, eval_every = args.rl_steps, args.fixed_tasks, args.sampled_per_task, args.eval_every_steps
+    cfg = from_mapping(CoReCodeConfig, kw, "--set")
+    train, test = build_tasks(cfg.splits)
+    pool = train[:fixed] if fixed else rl_tasks(cfg.splits, train)
+    train_eval = train[:fixed] if fixed else train[:200]
+    fresh = fresh_tasks(cfg.splits, train, pool)  # cfg.n_fresh_tasks held-out tasks of the training skeletons
+    held = f"_rl{cfg.rl_skeleton_fraction}" if cfg.rl_skeleton_fraction else ""  # SFT without the RL skeletons
+    shape = "" if (cfg.d_model, cfg.n_layers) == (128, 4) else f"_d{cfg.d_model}_l{cfg.n_layers}"  # non-default model
+    cache = Path(f"runs/probe_sft_e{cfg.sft.epochs}_b{cfg.sft.batch_size}_lr{cfg.sft.lr}_s{cfg.seed}{held}{shape}")
+    if "out_dir" not in kw:  # evaluations and the SFT checkpoints (resumable, removed once cached) per cold start
+        cfg = replace(cfg, out_dir=f"{cache}_probe")
+    t0 = time.time()
+    with Sandbox() as sb:
+        if cache.exists():
+            pols = {r: HFPolicy.load(cache / r) for r in ("planner", "coder")}
+        else:
+            pols = build_policies(cfg, train)
+            sft_corecode(cfg, pols, train, progress=False)
+            for role, policy in pols.items():
+                policy.save(cache / role)
+            shutil.rmtree(sft_checkpoint_dir(cfg))
+        for p in pols.values():
+            p.batch_size = 128  # as build_policies sets it for the demo
+        def evaluate(when: str) -> str:
+            held_out = evaluate_pass1(cfg, pols, test, sb, when)["pass@1"]
+            on_train = evaluate_pass1(cfg, pols, train_eval, sb, when + "_train")["pass@1"]
+            out = (f"held-out {held_out:.3f} (SE {rate_se(held_out, len(test)):.3f})  "
+                   f"train {on_train:.3f} (SE {rate_se(on_train, len(train_eval)):.3f})")
+            if sampled:
+                rate = evaluate_pass1(cfg, pols, test, sb, when + "_sampled", samples=sampled)["pass@1"]
+                out += f"  held-out sampled (n={sampled}, T={cfg.rl.temperature}) {rate:.3f}"
+            return out + evaluate_fresh(when) + f"  ({time.time() - t0:.0f}s)"
+
+        def evaluate_fresh(when: str) -> str:
+            if not fresh:
+                return ""
+            out = f"  fresh {evaluate_pass1(cfg, pols, fresh, sb, when + '_fresh')['pass@1']:.3f}"
+            if sampled:
+                out += f"  fresh sampled {evaluate_pass1(cfg, pols, fresh, sb, when + '_fresh_sampled', samples=sampled)['pass@1']:.3f}"
+            return out
+
+        print(f"before: {evaluate('before')}", flush=True)
+        if steps == 0:
+            return
+        refs = {r: frozen_copy(pols[r]) for r in cfg.train_roles} if cfg.rl.loss.beta_kl > 0 else {}
+        learners = make_learners(cfg, pols, refs)
+        for step in range(1, steps + 1):
+            batch = next_batch(pool, (step - 1) * cfg.tasks_per_step, cfg.tasks_per_step, cfg.seed)
+            m = rl_step(cfg, step, batch, pols, learners, sb)
+            print(f"step {step}: sampled pass {m['pass_rate']:.3f}  {m['step_s']:.1f}s", flush=True)
+            if eval_every and step % eval_every == 0 and step < steps:
+                rate = evaluate_pass1(cfg, pols, test, sb, f"step{step}")["pass@1"]
+                print(f"step {step}: held-out {rate:.3f}{evaluate_fresh(f'step{step}')}", flush=True)
+        print(f"after:  {evaluate('after')}", flush=True)
+        print(f"held-out greedy, before -> after: {fmt_change(paired_change_between(cfg.out_dir, 'before', 'after'))}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Fixtures shared by the bench and experiment smoke tests: a script loaded as a module, and a directory
+holding an untrained tiny planner/ and coder/ (what the scripts that read a trained pair take)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script_loader(folder: str):
+    """load(name) -> ROOT/folder/name.py as a module, registered in sys.modules while the test runs
+    (dataclasses look their module up there)."""
+    loaded = []
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, ROOT / folder / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        loaded.append(name)
+        return module
+
+    return load, loaded
+
+
+@pytest.fixture
+def load_bench():
+    load, loaded = _script_loader("bench")
+    yield load
+    for name in loaded:
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def load_experiment():
+    load, loaded = _script_loader("experiments")
+    yield load
+    for name in loaded:
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def untrained_pair(tmp_path):
+    from coral.policy import tiny_policy
+
+    for i, role in enumerate(("planner", "coder")):
+        tiny_policy(seed=i, d_model=32, n_layers=1).save(tmp_path / role)
+    return tmp_path
