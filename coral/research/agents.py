@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from coral.config import UserInputError
 from coral.research.parsing import fenced_blocks, first_json_object, strip_think
 
 REPORT_STATUSES = ("success", "error", "partial")
@@ -80,7 +81,7 @@ AGENTS = {spec.name: spec for spec in (
 def step_budgets(step_multiplier: float = 1.0) -> dict[str, int]:
     """Each agent's step budget: its default times `step_multiplier`, at least 1."""
     if step_multiplier <= 0:
-        raise ValueError(f"step_multiplier must be > 0, got {step_multiplier}")
+        raise UserInputError(f"step_multiplier must be > 0, got {step_multiplier}")
     return {name: max(1, round(spec.default_steps * step_multiplier)) for name, spec in AGENTS.items()}
 
 

@@ -16,6 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
+from coral.config import UserInputError
 from coral.policy.base import Policy
 
 DEMO_MODEL = "scripted-demo"
@@ -24,7 +25,7 @@ DEMO_MODEL = "scripted-demo"
 def policy_for(spec: str, pipeline: str = "hiras") -> Policy:
     """The policy of `--model spec` for a pipeline ("hiras", "papercoder") or "judge"."""
     if spec == DEMO_MODEL and pipeline == "judge":
-        raise ValueError(f"--model {DEMO_MODEL} only replays the reproduction agents; a judge needs a model "
+        raise UserInputError(f"--model {DEMO_MODEL} only replays the reproduction agents; a judge needs a model "
                          "(or scripted:<replies.json>)")
     if spec == DEMO_MODEL:
         from coral.research.demo import ScriptedAgents, hiras_replies, papercoder_replies
@@ -44,7 +45,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     policy = policy_for(args.model, args.pipeline)
     manager = policy_for(args.manager_model, args.pipeline) if args.manager_model else None
     if args.model == DEMO_MODEL and manager is not None:
-        raise ValueError("--manager-model cannot be combined with --model scripted-demo (one script serves all agents)")
+        raise UserInputError("--manager-model cannot be combined with --model scripted-demo (one script serves all agents)")
     config = HirasConfig(step_multiplier=args.step_multiplier, command_timeout_s=args.command_timeout_s,
                          max_new_tokens=args.max_new_tokens)
     results = reproduce_batch(args.papers, policy, args.out_dir, args.pipeline, manager, config)

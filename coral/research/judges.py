@@ -23,6 +23,7 @@ import ast
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from coral.config import UserInputError
 from coral.policy.base import GenerationRequest, Policy, SamplingParams, user
 from coral.research.paper import Paper
 from coral.research.parsing import first_json_object, loads_lenient, strip_think
@@ -147,12 +148,12 @@ def build_prompt(protocol: str, paper: Paper, files: dict[str, str], gold: dict[
                  verification: str = "") -> str:
     """The judge prompt: criteria, the paper, the target repository (and gold or P2C-Ex extras)."""
     if protocol not in PROTOCOLS:
-        raise ValueError(f"judge protocol {protocol!r} is not one of {PROTOCOLS}")
+        raise UserInputError(f"judge protocol {protocol!r} is not one of {PROTOCOLS}")
     extra = {"ref-free": "", "ref-based": _REF_BASED, "p2c-ex": _P2C_EX}[protocol]
     parts = [_CRITERIA.format(extra_steps=extra), f"\nResearch paper:\n{paper.text}\n"]
     if protocol == "ref-based":
         if not gold:
-            raise ValueError("judge protocol 'ref-based' needs a gold repository with files (--gold DIR)")
+            raise UserInputError("judge protocol 'ref-based' needs a gold repository with files (--gold DIR)")
         parts.append(f"\nGold repository:\n{_code_section(gold)}")
     parts.append("\nTarget repository:\n")
     if protocol == "p2c-ex":
@@ -166,7 +167,7 @@ def judge_repo(repo_dir: str | Path, paper: Paper, policy: Policy, protocol: str
                n: int = 8, max_new_tokens: int = 1024, temperature: float = 1.0, seed: int = 0) -> JudgeResult:
     """Judge `repo_dir` against `paper` with `n` samples from `policy` (see the module docstring)."""
     if n < 1:
-        raise ValueError(f"judge n must be >= 1, got {n}")
+        raise UserInputError(f"judge n must be >= 1, got {n}")
     files = repo_files(repo_dir)
     gold = repo_files(gold_dir) if gold_dir is not None else None
     verification = ""

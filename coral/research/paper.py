@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from coral.config import UserInputError
+
 DROPPED_KEYS = ("cite_spans", "ref_spans", "eq_spans", "authors", "bib_entries", "year", "venue",
                 "identifiers", "_pdf_hash", "header")
 FORMATS = {".md": "markdown", ".markdown": "markdown", ".tex": "latex", ".json": "json"}
@@ -53,17 +55,17 @@ def load_paper(path: str | Path) -> Paper:
     path = Path(path)
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise ValueError(f"paper {path}: unknown format {path.suffix!r}, expected one of {sorted(FORMATS)}")
+        raise UserInputError(f"paper {path}: unknown format {path.suffix!r}, expected one of {sorted(FORMATS)}")
     if not path.is_file():
         raise FileNotFoundError(f"paper {path}: no such file")
     raw = path.read_text(encoding="utf-8")
     if not raw.strip():
-        raise ValueError(f"paper {path}: the file is empty")
+        raise UserInputError(f"paper {path}: the file is empty")
     if fmt == "json":
         try:
             text = json.dumps(clean_s2orc(json.loads(raw)), ensure_ascii=False)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"paper {path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+            raise UserInputError(f"paper {path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
     elif fmt == "latex":
         text = clean_latex(raw)
     else:

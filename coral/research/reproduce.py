@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from coral.config import UserInputError
 from coral.policy.base import Policy
 from coral.research.hiras import HirasConfig, HirasRun, record_to_dict
 from coral.research.paper import load_paper
@@ -80,7 +81,7 @@ def reproduce_batch(papers: Sequence[str | Path], policy: Policy, out_dir: str |
                     manager_policy: Policy | None = None, config: HirasConfig = HirasConfig()) -> dict[str, dict]:
     """Run every paper into `<out_dir>/<stem>/`; a failure is recorded and the batch goes on."""
     if pipeline not in PIPELINES:
-        raise ValueError(f"pipeline {pipeline!r} is not one of {PIPELINES}")
+        raise UserInputError(f"pipeline {pipeline!r} is not one of {PIPELINES}")
     results = {}
     for paper in papers:
         run_dir = Path(out_dir) / Path(paper).stem
