@@ -196,11 +196,12 @@ def greedy_decode(model: Any, prompt: Embedded, max_new_tokens: int, eos_ids: se
     return out
 
 
-def answer_nll(model: Any, prompt: Embedded, targets: Sequence[Sequence[int]]) -> Tensor:
-    """Mean cross-entropy of the `targets` token ids (one list per row) teacher-forced after each
-    embedded prompt; targets are right-padded so the prompt's columns do not move."""
+def teacher_forced(model: Any, prompt: Embedded, targets: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor, Tensor]:
+    """Run each embedded prompt followed by its `targets` token ids (right-padded, so the prompt's
+    columns do not move). Returns (h, ids, mask): h[:, j] is the last hidden state at the position
+    that predicts target token ids[:, j]; mask marks real target tokens."""
     if any(len(t) == 0 for t in targets):
-        raise ValueError("answer_nll: a target is empty")
+        raise ValueError("teacher_forced: a target is empty")
     device = prompt.embeds.device
     width = max(len(t) for t in targets)
     ids = torch.zeros(len(targets), width, dtype=torch.long, device=device)
@@ -208,26 +209,17 @@ def answer_nll(model: Any, prompt: Embedded, targets: Sequence[Sequence[int]]) -
     for i, t in enumerate(targets):
         ids[i, : len(t)] = torch.tensor(list(t), device=device)
         tmask[i, : len(t)] = 1
-    table = model.get_input_embeddings()
-    embeds = torch.cat([prompt.embeds, table(ids)], dim=1)
+    embeds = torch.cat([prompt.embeds, model.get_input_embeddings()(ids)], dim=1)
     mask = torch.cat([prompt.mask, tmask], dim=1)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    h, _ = _hidden(model, embeds, mask, positions)
-    start = prompt.embeds.shape[1] - 1  # the prompt's last position predicts the first target token
-    logits = model.get_output_embeddings()(h[:, start : start + width]).float()
-    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids, reduction="none")
-    return (nll * tmask).sum() / tmask.sum()
-
-
-def token_hidden_states(model: Any, ids: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
-    """(last hidden states (batch, length, d), mask) of right-padded token id rows."""
-    device = model.get_input_embeddings().weight.device
-    width = max(len(r) for r in ids)
-    batch = torch.zeros(len(ids), width, dtype=torch.long, device=device)
-    mask = torch.zeros_like(batch)
-    for i, r in enumerate(ids):
-        batch[i, : len(r)] = torch.tensor(list(r), device=device)
-        mask[i, : len(r)] = 1
-    embeds = model.get_input_embeddings()(batch)
     h, _ = _hidden(model, embeds, mask, (mask.cumsum(-1) - 1).clamp(min=0))
-    return h, mask
+    start = prompt.embeds.shape[1] - 1  # the prompt's last position predicts the first target token
+    return h[:, start : start + width], ids, tmask
+
+
+def answer_nll(model: Any, prompt: Embedded, targets: Sequence[Sequence[int]]) -> Tensor:
+    """Mean cross-entropy of the `targets` token ids (one list per row) teacher-forced after each
+    embedded prompt."""
+    h, ids, mask = teacher_forced(model, prompt, targets)
+    logits = model.get_output_embeddings()(h).float()
+    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids, reduction="none")
+    return (nll * mask).sum() / mask.sum()

@@ -1,0 +1,95 @@
+"""The RecursiveMAS recipe: build records and frozen agents, train the links (inner loop, then outer
+loop), evaluate the latent system against its text baselines. `coral train` with `recipe:
+recursivemas` calls `train_recursivemas`.
+
+Writes to cfg.out_dir: metrics.jsonl (one line per step, then one per evaluation), state.pt (links,
+optimisers, step: resumable), agents/ROLE (the frozen agents, so a resumed or evaluated run uses the
+same ones) and summary.json. This module does NOT define the losses (train.py) or the workflows
+(evaluate.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from coral.latent.agents import build_agents, build_records
+from coral.latent.evaluate import evaluate
+from coral.latent.patterns import get_pattern
+from coral.latent.system import RecursiveMAS
+from coral.latent.tools import SandboxTool
+from coral.latent.train import RecursiveMASConfig, TrainState, load_state, new_state, run_steps
+
+
+def load_or_build_agents(cfg: RecursiveMASConfig, train: Any, progress: bool) -> dict[str, Any]:
+    """The run's agents: loaded from out_dir/agents when saved by an earlier (interrupted) run."""
+    from coral.policy.hf import HFPolicy
+
+    root = Path(cfg.out_dir) / "agents"
+    roles = get_pattern(cfg.pattern).roles
+    if all((root / r).is_dir() for r in roles):
+        return {r: HFPolicy.load(root / r) for r in roles}
+    agents = build_agents(cfg, train, progress=progress)
+    for role, policy in agents.items():
+        tmp = root / f".{role}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        policy.save(tmp)
+        os.replace(tmp, root / role)  # a half-written agent is never taken for a saved one
+    return agents
+
+
+def _jsonl(path: Path):
+    def log(metrics: dict[str, Any]) -> None:
+        with path.open("a") as fh:
+            fh.write(json.dumps(metrics) + "\n")
+    return log
+
+
+def _eval_all(state: TrainState, records: Any, sandbox: Any, tag: str) -> dict[str, float]:
+    cfg = state.cfg
+    out: dict[str, float] = {}
+    for workflow in ("recursive", "single"):
+        res = evaluate(workflow, state.system, records, cfg.rounds, sandbox, cfg.max_new_tokens, cfg.batch_size)
+        out.update({f"{tag}/{workflow}/{k}": v for k, v in res.summary().items()})
+    return out
+
+
+def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[str, float]:
+    """Train the links of cfg.pattern's agents; returns the summary (also in out_dir/summary.json)."""
+    from coral.sandbox import Sandbox
+
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    train, test = build_records(cfg)
+    agents = load_or_build_agents(cfg, train, progress)
+    with Sandbox(workers=2) as sandbox:
+        pattern = get_pattern(cfg.pattern)
+        tool = SandboxTool(sandbox, [*train, *test]) if pattern.name == "deliberation" else None
+        system = RecursiveMAS(pattern, agents, cfg.latent_steps, tool=tool)
+        print(system.describe())
+        print(f"records: {len(train)} train, {len(test)} test; batch {cfg.batch_size}; "
+              f"{cfg.inner_steps} inner + {cfg.outer_steps} outer steps; R={cfg.rounds}, m={cfg.latent_steps}")
+        state = new_state(cfg, system, train)
+        log = _jsonl(out / "metrics.jsonl")
+        summary: dict[str, float] = {}
+        if load_state(state, out):
+            print(f"resumed at step {state.step}")
+        else:
+            summary.update(_eval_all(state, train, sandbox, "before/train"))
+            log(summary)
+
+        def echo(m: dict[str, Any]) -> None:
+            log(m)
+            if progress:
+                print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in m.items()))
+
+        run_steps(state, cfg.inner_steps + cfg.outer_steps, echo,
+                  lambda s: _eval_all(s, test, sandbox, "test"))
+        final = {**_eval_all(state, train, sandbox, "after/train"), **_eval_all(state, test, sandbox, "after/test")}
+        log(final)
+        summary.update(final)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
