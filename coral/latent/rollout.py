@@ -122,7 +122,7 @@ def _cache_keyword(forward: Any) -> str:
     return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
 
 
-def _hidden(model: Any, embeds: Tensor, mask: Tensor, positions: Tensor, cache: Any = None) -> tuple[Tensor, Any]:
+def forward_hidden(model: Any, embeds: Tensor, mask: Tensor, positions: Tensor, cache: Any = None) -> tuple[Tensor, Any]:
     base = _base(model)
     kw = {_cache_keyword(type(base).forward): cache} if cache is not None else {}
     out = base(inputs_embeds=embeds, attention_mask=mask, position_ids=positions, use_cache=cache is not None, **kw)
@@ -142,12 +142,12 @@ def latent_rollout(model: Any, inner: Callable[[Tensor], Tensor], prompt: Embedd
     KV cache."""
     if steps < 1:
         raise ValueError(f"latent_rollout: steps must be >= 1, got {steps}")
-    h, cache = _hidden(model, prompt.embeds, prompt.mask, prompt.positions, new_cache(model))
+    h, cache = forward_hidden(model, prompt.embeds, prompt.mask, prompt.positions, new_cache(model))
     thoughts = [inner(h[:, -1])]
     mask, next_pos = prompt.mask, prompt.mask.sum(-1, keepdim=True)
     for _ in range(steps - 1):  # the m-th thought needs no forward pass of its own
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-        h, cache = _hidden(model, thoughts[-1][:, None], mask, next_pos, cache)
+        h, cache = forward_hidden(model, thoughts[-1][:, None], mask, next_pos, cache)
         next_pos = next_pos + 1
         thoughts.append(inner(h[:, -1]))
     return torch.stack(thoughts, dim=1)
@@ -160,7 +160,7 @@ def latent_rollout_uncached(model: Any, inner: Callable[[Tensor], Tensor], promp
     thoughts: list[Tensor] = []
     for _ in range(steps):
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        h, _ = _hidden(model, embeds, mask, positions)
+        h, _ = forward_hidden(model, embeds, mask, positions)
         thoughts.append(inner(h[:, -1]))
         embeds = torch.cat([embeds, thoughts[-1][:, None]], dim=1)
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
@@ -175,7 +175,7 @@ def greedy_decode(model: Any, prompt: Embedded, max_new_tokens: int, eos_ids: se
     head = model.get_output_embeddings()
     table = model.get_input_embeddings()
     cache = cache if cache is not None else new_cache(model)
-    h, cache = _hidden(model, prompt.embeds, prompt.mask, prompt.positions, cache)
+    h, cache = forward_hidden(model, prompt.embeds, prompt.mask, prompt.positions, cache)
     mask, next_pos = prompt.mask, prompt.mask.sum(-1, keepdim=True)
     out: list[list[int]] = [[] for _ in range(prompt.embeds.shape[0])]
     done = [False] * len(out)
@@ -191,7 +191,7 @@ def greedy_decode(model: Any, prompt: Embedded, max_new_tokens: int, eos_ids: se
         # finished rows keep feeding eos; their outputs are ignored
         token = torch.where(torch.isin(token, eos) | torch.tensor(done, device=mask.device), eos[0], token)
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-        h, cache = _hidden(model, table(token)[:, None], mask, next_pos, cache)
+        h, cache = forward_hidden(model, table(token)[:, None], mask, next_pos, cache)
         next_pos = next_pos + 1
     return out
 
@@ -211,7 +211,7 @@ def teacher_forced(model: Any, prompt: Embedded, targets: Sequence[Sequence[int]
         tmask[i, : len(t)] = 1
     embeds = torch.cat([prompt.embeds, model.get_input_embeddings()(ids)], dim=1)
     mask = torch.cat([prompt.mask, tmask], dim=1)
-    h, _ = _hidden(model, embeds, mask, (mask.cumsum(-1) - 1).clamp(min=0))
+    h, _ = forward_hidden(model, embeds, mask, (mask.cumsum(-1) - 1).clamp(min=0))
     start = prompt.embeds.shape[1] - 1  # the prompt's last position predicts the first target token
     return h[:, start : start + width], ids, tmask
 
