@@ -33,8 +33,12 @@ class EvalResult:
     rounds: int
     answers: list[str]
     correct: list[bool]
-    decoded_tokens: int
+    tokens: list[int]  # decoded per sample, by every agent of the workflow
     wall_s: float
+
+    @property
+    def decoded_tokens(self) -> int:
+        return sum(self.tokens)
 
     @property
     def accuracy(self) -> float:
@@ -51,29 +55,29 @@ def _batches(records: Sequence[Record], batch_size: int) -> list[Sequence[Record
 
 
 def run_recursive(system: RecursiveMAS, records: Sequence[Record], rounds: int, max_new_tokens: int,
-                  batch_size: int) -> tuple[list[str], int]:
+                  batch_size: int) -> tuple[list[str], list[int]]:
     final = system.agents[system.pattern.final]
-    answers, tokens = [], 0
+    answers, tokens = [], []
     for batch in _batches(records, batch_size):
         ids = system.answer([r.question for r in batch], rounds, max_new_tokens)
-        tokens += sum(len(i) for i in ids)
+        tokens += [len(i) for i in ids]
         answers += [final.decode(i) for i in ids]
     return answers, tokens
 
 
-def _generate(policy: Any, chats: list[list[dict[str, str]]], max_new_tokens: int) -> tuple[list[str], int]:
+def _generate(policy: Any, chats: list[list[dict[str, str]]], max_new_tokens: int) -> tuple[list[str], list[int]]:
     params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
     outs = policy.generate([GenerationRequest(c, params) for c in chats])
-    return [o.text for o in outs], sum(len(o.completion_ids) for o in outs)
+    return [o.text for o in outs], [len(o.completion_ids) for o in outs]
 
 
 def run_text_mas(pattern: Pattern, agents: dict[str, Any], records: Sequence[Record], rounds: int,
-                 max_new_tokens: int, tool: Any = None) -> tuple[list[str], int]:
+                 max_new_tokens: int, tool: Any = None) -> tuple[list[str], list[int]]:
     """The pattern's agents talking in text for `rounds` rounds; returns the final texts and tokens."""
     questions = [r.question for r in records]
     previous: dict[str, list[str]] = {}
     notes: list[str] | None = None
-    tokens = 0
+    tokens = [0] * len(records)
     for r in range(rounds):
         current: dict[str, list[str]] = {}
         for role in pattern.roles:
@@ -85,7 +89,7 @@ def run_text_mas(pattern: Pattern, agents: dict[str, Any], records: Sequence[Rec
                     sources["tool"] = notes[i]
                 chats.append(pattern.prompt(role, q, sources))
             current[role], n = _generate(agents[role], chats, max_new_tokens)
-            tokens += n
+            tokens = [a + b for a, b in zip(tokens, n, strict=True)]
         if tool is not None and r < rounds - 1:
             notes = tool(current[pattern.final], questions)
         previous = current
@@ -93,7 +97,7 @@ def run_text_mas(pattern: Pattern, agents: dict[str, Any], records: Sequence[Rec
 
 
 def run_single(pattern: Pattern, agents: dict[str, Any], records: Sequence[Record],
-               max_new_tokens: int) -> tuple[list[str], int]:
+               max_new_tokens: int) -> tuple[list[str], list[int]]:
     chats = [pattern.prompt(pattern.final, r.question, {}) for r in records]
     return _generate(agents[pattern.final], chats, max_new_tokens)
 

@@ -73,10 +73,10 @@ class LatentMAS:
         raise AssertionError("unreachable: the last round always ends with the final role")
 
     def run(self, questions: Sequence[str], rounds: int, max_new_tokens: int,
-            batch_size: int) -> tuple[list[str], int]:
-        texts, tokens = [], 0
+            batch_size: int) -> tuple[list[str], list[int]]:
+        texts, tokens = [], []
         for i in range(0, len(questions), batch_size):
             ids = self.answer(questions[i : i + batch_size], rounds, max_new_tokens)
-            tokens += sum(len(x) for x in ids)
+            tokens += [len(x) for x in ids]
             texts += [self.policy.decode(x) for x in ids]
         return texts, tokens

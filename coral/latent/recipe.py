@@ -93,3 +93,46 @@ def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[s
         summary.update(final)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def load_trained(cfg: RecursiveMASConfig, tool: Any = None) -> RecursiveMAS:
+    """The system of a run in cfg.out_dir: its saved agents and, when present, its trained links."""
+    import torch
+
+    from coral.latent.train import STATE_FILE
+    from coral.policy.hf import HFPolicy
+
+    root = Path(cfg.out_dir)
+    pattern = get_pattern(cfg.pattern)
+    missing = [r for r in pattern.roles if not (root / "agents" / r).is_dir()]
+    if missing:
+        raise FileNotFoundError(f"{root / 'agents' / missing[0]}: no saved agent (run `coral train` first)")
+    agents = {r: HFPolicy.load(root / "agents" / r) for r in pattern.roles}
+    system = RecursiveMAS(pattern, agents, cfg.latent_steps, tool=tool)
+    if (root / STATE_FILE).is_file():
+        system.load_state_dict(torch.load(root / STATE_FILE, weights_only=False)["links"])
+    return system
+
+
+def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = None,
+                  split: str = "test") -> dict[str, float]:
+    """`coral eval --workflow recursive | text-mas | single` on a trained run's agents: writes
+    out_dir/eval_WORKFLOW_R{rounds}.jsonl (answer, correct, decoded tokens and wall time per sample)
+    and returns accuracy, decoded tokens and wall time per sample."""
+    from coral.sandbox import Sandbox
+
+    rounds = rounds or cfg.rounds
+    train, test = build_records(cfg)
+    records = {"train": train, "test": test}.get(split)
+    if records is None:
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    with Sandbox(workers=2) as sandbox:
+        tool = SandboxTool(sandbox, [*train, *test]) if cfg.pattern == "deliberation" else None
+        system = load_trained(cfg, tool)
+        res = evaluate(workflow, system, records, rounds, sandbox, cfg.max_new_tokens, cfg.batch_size)
+    per_sample_s = res.wall_s / max(1, len(records))
+    with (Path(cfg.out_dir) / f"eval_{workflow}_R{rounds}.jsonl").open("w") as fh:
+        for rec, ans, ok, n in zip(records, res.answers, res.correct, res.tokens, strict=True):
+            fh.write(json.dumps({"id": rec.id, "answer": ans, "correct": ok, "decoded_tokens": n,
+                                 "wall_s": per_sample_s}) + "\n")
+    return res.summary()
