@@ -121,7 +121,8 @@ PATTERNS: dict[str, Pattern] = {
         inputs={"tool_caller": ("reflector",)},
         feedback={"reflector": ("tool_caller",)},
         gold={"reflector": "refined_plan", "tool_caller": "answer"},
-        labels={"reflector": "Reflection", "tool_caller": "Previous attempt"},
+        labels={"reflector": "Reflection", "tool_caller": "Previous attempt",
+                "tool": "Python tool: the previous attempt on the public tests"},
     ),
 }
 
