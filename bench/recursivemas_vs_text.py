@@ -1,7 +1,7 @@
 """RecursiveMAS (latent) vs the same frozen agents exchanging text, on held-out procedural tasks.
 
 One run: build tiny agents (cold-started by SFT on their roles' gold text, then frozen), train the
-links (`coral train` recipe recursivemas, inner then outer loop), then for R = 1, 2, 3 evaluate on the
+links (inner then outer loop, the recipe's step functions without its evaluations), then for R = 1, 2, 3 evaluate on the
 test split, in this order per R: text MAS (same pattern, same rounds, every agent decodes), RecursiveMAS
 (only the final agent decodes, once), the final agent alone, and training-free LatentMAS on the final
 agent's model. Printed per R: accuracy, decoded tokens per sample, wall seconds per sample, and the
@@ -23,10 +23,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from coral.latent.agents import build_records
 from coral.latent.evaluate import evaluate
 from coral.latent.latentmas import LatentMAS
-from coral.latent.recipe import load_trained, train_recursivemas
-from coral.latent.train import RecursiveMASConfig
+from coral.latent.patterns import get_pattern
+from coral.latent.recipe import load_or_build_agents
+from coral.latent.system import RecursiveMAS
+from coral.latent.train import RecursiveMASConfig, load_state, new_state, run_steps
 from coral.sandbox import Sandbox
 
 
@@ -60,14 +63,16 @@ def main() -> None:
     args = ap.parse_args()
     cfg = bench_config(args)
     t0 = time.perf_counter()
-    train_recursivemas(cfg, progress=False)
-    print(f"agents + link training: {time.perf_counter() - t0:.0f} s")
-    from coral.latent.agents import build_records
-
-    _, test = build_records(cfg)
+    train, test = build_records(cfg)
+    system = RecursiveMAS(get_pattern(cfg.pattern), load_or_build_agents(cfg, train, False), cfg.latent_steps)
+    state = new_state(cfg, system, train)
+    load_state(state, cfg.out_dir)  # a rerun with the same out_dir reuses agents and trained links
+    run_steps(state, cfg.inner_steps + cfg.outer_steps)
+    losses = [m.get("inner/loss", m.get("outer/loss")) for m in state.metrics]
+    print(f"agents + link training: {time.perf_counter() - t0:.0f} s; first/last inner loss "
+          f"{losses[0]:.3f}/{losses[cfg.inner_steps - 1]:.3f}, outer {losses[cfg.inner_steps]:.3f}/{losses[-1]:.3f}")
     rows = []
     with Sandbox(workers=2) as sandbox:
-        system = load_trained(cfg)
         final = system.agents[system.pattern.final]
         latentmas = LatentMAS(system.pattern, final, cfg.latent_steps)
         for rounds in args.rounds:

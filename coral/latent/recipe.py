@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from coral.latent.patterns import get_pattern
 from coral.latent.system import RecursiveMAS
 from coral.latent.tools import SandboxTool
 from coral.latent.train import RecursiveMASConfig, TrainState, load_state, new_state, run_steps
+
+CONFIG_FILE = "config.json"
 
 
 def load_or_build_agents(cfg: RecursiveMASConfig, train: Any, progress: bool) -> dict[str, Any]:
@@ -63,6 +66,7 @@ def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[s
 
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    (out / CONFIG_FILE).write_text(json.dumps(asdict(cfg), indent=1))  # what eval_run rebuilds the run from
     train, test = build_records(cfg)
     agents = load_or_build_agents(cfg, train, progress)
     with Sandbox(workers=2) as sandbox:
@@ -136,3 +140,13 @@ def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = N
             fh.write(json.dumps({"id": rec.id, "answer": ans, "correct": ok, "decoded_tokens": n,
                                  "wall_s": per_sample_s}) + "\n")
     return res.summary()
+
+
+def eval_run(run_dir: str | Path, workflow: str, rounds: int | None = None, split: str = "test") -> dict[str, float]:
+    """`eval_workflow` on the run in `run_dir` (written by `coral train` with recipe recursivemas)."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not a RecursiveMAS run directory (no {CONFIG_FILE})")
+    fields = json.loads(path.read_text())
+    cfg = RecursiveMASConfig(**{**fields, "agent_widths": tuple(fields["agent_widths"]), "out_dir": str(run_dir)})
+    return eval_workflow(cfg, workflow, rounds, split)

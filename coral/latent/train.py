@@ -219,7 +219,10 @@ def load_state(state: TrainState, out_dir: str | Path) -> bool:
     blob = torch.load(path, weights_only=False)
     mine = json.loads(json.dumps(asdict(state.cfg)))
     theirs = json.loads(json.dumps(blob["config"]))
-    diff = sorted(k for k in mine if k not in ("out_dir", "inner_steps", "outer_steps") and mine[k] != theirs.get(k))
+    # fields that may change on resume: where and how often to log, and how long to train (a longer run
+    # keeps the restored schedules' state, so its cosine tail follows the new length from there on)
+    free = ("out_dir", "inner_steps", "outer_steps", "eval_every", "checkpoint_every", "max_new_tokens")
+    diff = sorted(k for k in mine if k not in free and mine[k] != theirs.get(k))
     if diff:
         raise ValueError(f"{path}: written with another config (field {diff[0]!r}: {theirs.get(diff[0])!r} "
                          f"vs {mine[diff[0]]!r}); use another out_dir")
