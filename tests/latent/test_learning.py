@@ -15,18 +15,19 @@ from coral.latent.train import RecursiveMASConfig, new_state, run_steps
 from coral.train.sft import SFTConfig, train_sft
 
 
-@pytest.mark.slow  # ~25 s on a quiet 2-core machine: a solver cold start (150 SFT steps) + 60 outer steps
+@pytest.mark.slow  # ~45 s on a quiet 2-core machine: three cold starts (150 SFT steps each) + 80 outer steps
 def test_outer_training_lowers_the_loss_and_raises_training_accuracy(tmp_path):
     pattern = PATTERNS["sequential"]
     tok = tiny_agent(32, 0).tokenizer
     agents = {"planner": tiny_agent(32, 1, tok), "critic": tiny_agent(48, 2, tok), "solver": tiny_agent(32, 3, tok)}
-    # the solver learns the task in the text-MAS format (its slot holds the critic's text); planner and
-    # critic stay random: the links must carry the question through them to the solver's slot
-    train_sft(agents["solver"], role_examples(pattern, "solver", RECORDS),
-              SFTConfig(epochs=150, batch_size=4, lr=1e-2, warmup_steps=2), progress=False)
+    # each agent learns its role in the text-MAS format (its slot holds its source's gold text); in the
+    # latent system the slots hold latents instead, which the outer links must learn to make useful
+    for role in pattern.roles:
+        train_sft(agents[role], role_examples(pattern, role, RECORDS),
+                  SFTConfig(epochs=150, batch_size=4, lr=1e-2, warmup_steps=2), progress=False)
     torch.manual_seed(0)
     mas = RecursiveMAS(pattern, agents, latent_steps=4)
-    cfg = RecursiveMASConfig(latent_steps=4, rounds=1, batch_size=4, inner_steps=0, outer_steps=60,
+    cfg = RecursiveMASConfig(latent_steps=4, rounds=1, batch_size=4, inner_steps=0, outer_steps=80,
                              outer_lr=0.1, warmup_steps=5, out_dir=str(tmp_path), checkpoint_every=1000)
     before = evaluate("recursive", mas, RECORDS, cfg.rounds, sandbox=None, max_new_tokens=6)
     state = run_steps(new_state(cfg, mas, RECORDS), cfg.outer_steps)
