@@ -74,10 +74,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 def recipes() -> dict[str, tuple[type, Callable[..., Any]]]:
     """`coral train`'s recipes: name -> (config class, train function(cfg, progress=...))."""
+    from coral.latent import RecursiveMASConfig, train_recursivemas
     from coral.train.corecode import CoReCodeConfig, train_corecode
     from coral.train.mars2 import MARS2Config, train_mars2
 
-    return {"corecode": (CoReCodeConfig, train_corecode), "mars2": (MARS2Config, train_mars2)}
+    return {"corecode": (CoReCodeConfig, train_corecode), "mars2": (MARS2Config, train_mars2),
+            "recursivemas": (RecursiveMASConfig, train_recursivemas)}
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -156,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"{name} (config: {cls_name})")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         if name == "train":
-            p.add_argument("config_file", metavar="CONFIG", help="YAML config file (recipe: corecode | mars2)")
+            p.add_argument("config_file", metavar="CONFIG",
+                           help="YAML config file (recipe: corecode | mars2 | recursivemas)")
             _add_flags(p, _train_flags())
             continue
         p.add_argument("--config", default=None, help="YAML config file; flags override it")

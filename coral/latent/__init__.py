@@ -1,1 +1,11 @@
+"""RecursiveMAS: frozen HF agents collaborating through learned RecursiveLinks in latent space.
 
+links.py (inner / outer links), rollout.py (KV-cached latent steps, slots, decoding), patterns.py,
+system.py (rounds), train.py (inner and outer loops), evaluate.py (latent vs text MAS), latentmas.py
+(training-free baseline), recipe.py (`coral train` with `recipe: recursivemas`, `eval_workflow`).
+"""
+
+from coral.latent.recipe import eval_run, eval_workflow, train_recursivemas
+from coral.latent.train import RecursiveMASConfig
+
+__all__ = ["RecursiveMASConfig", "eval_run", "eval_workflow", "train_recursivemas"]

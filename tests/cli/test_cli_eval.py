@@ -109,7 +109,7 @@ def test_train_names_an_unknown_recipe_and_a_bad_flag(tmp_path, capsys):
     cfg = tmp_path / "t.yaml"
     cfg.write_text("recipe: nope\n")
     assert main(["train", str(cfg)]) == 2
-    assert "field 'recipe': 'nope' is not one of ['corecode', 'mars2']" in capsys.readouterr().err
+    assert "field 'recipe': 'nope' is not one of ['corecode', 'mars2', 'recursivemas']" in capsys.readouterr().err
     cfg.write_text("recipe: mars2\nshaping: maybe\n")
     assert main(["train", str(cfg)]) == 2
     assert "field 'shaping': expected true/false, got 'maybe'" in capsys.readouterr().err
