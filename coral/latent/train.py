@@ -39,33 +39,33 @@ STATE_FILE = "state.pt"
 
 @dataclass(frozen=True)
 class RecursiveMASConfig:
-    pattern: str = "sequential"
-    rounds: int = 3
-    latent_steps: int = 8
+    pattern: str = "sequential"  # collaboration pattern: sequential, mixture, distillation, deliberation
+    rounds: int = 3  # recursion rounds R (the last agent feeds its latents back to the first)
+    latent_steps: int = 8  # latent thoughts m each agent appends per round
     data: str = "procedural"  # or a JSONL path of question / plan / refined_plan / answer records
-    n_train_tasks: int = 64
-    n_test_tasks: int = 32
-    max_depth: int = 2
-    seed: int = 0
+    n_train_tasks: int = 64  # procedural training tasks (records) for the links
+    n_test_tasks: int = 32  # held-out procedural tasks evaluated before and after training
+    max_depth: int = 2  # deepest composition of the procedural tasks
+    seed: int = 0  # base seed of the models, data and batches
     # tiny agents, one per role: widths cycle over the roles (different hidden sizes are allowed)
     agent_widths: tuple[int, ...] = (64, 96, 64)
-    n_layers: int = 2
-    vocab_size: int = 512
-    max_len: int = 2048
+    n_layers: int = 2  # layers of each tiny agent
+    vocab_size: int = 512  # size of the tiny agents' locally trained tokenizer
+    max_len: int = 2048  # longest sequence a tiny agent accepts, in tokens
     sft_epochs: float = 0.0  # cold start of each agent on its role's text before it is frozen (0: none)
-    sft_lr: float = 3e-3
-    inner_steps: int = 100
-    outer_steps: int = 100
-    batch_size: int = 8
-    inner_lr: float = 1e-3
-    outer_lr: float = 1e-3
-    weight_decay: float = 0.0
-    warmup_steps: int = 10
-    max_grad_norm: float = 1.0
-    earlier_round_weight: float = 0.0
-    max_new_tokens: int = 160
-    out_dir: str = "runs/recursivemas"
-    checkpoint_every: int = 50
+    sft_lr: float = 3e-3  # learning rate of the agents' cold start
+    inner_steps: int = 100  # inner-loop steps (each inner link regresses next-token embeddings)
+    outer_steps: int = 100  # outer-loop steps (all rounds unrolled, CE on the final answer)
+    batch_size: int = 8  # records per step
+    inner_lr: float = 1e-3  # learning rate of the inner links
+    outer_lr: float = 1e-3  # learning rate of the outer links
+    weight_decay: float = 0.0  # AdamW weight decay of the links
+    warmup_steps: int = 10  # linear warm-up before the cosine schedule, in steps
+    max_grad_norm: float = 1.0  # gradient norm clip per step
+    earlier_round_weight: float = 0.0  # loss weight of the final agent's answer in earlier rounds
+    max_new_tokens: int = 160  # longest decoded answer, in tokens
+    out_dir: str = "runs/recursivemas"  # run directory: state.pt, metrics, evaluations
+    checkpoint_every: int = 50  # steps between checkpoints
     eval_every: int = 0  # 0: evaluate only before and after training
 
     def __post_init__(self) -> None:
