@@ -286,14 +286,14 @@ def build_policies(cfg: CoReCodeConfig, train: Sequence[Task]) -> dict[str, Any]
     return {role: make(i) for i, role in enumerate(("planner", "coder"))}
 
 
-def make_agents(cfg: CoReCodeConfig, policies: dict[str, Any], step: int, greedy: bool = False):
+def make_agents(cfg: CoReCodeConfig, policies: dict[str, Any], greedy: bool = False):
     from coral.agents import make_agent
     from coral.policy.base import SamplingParams
 
     out = {}
-    for i, role in enumerate(("planner", "coder")):
+    for role in ("planner", "coder"):
         sampling = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=0.0 if greedy else cfg.temperature,
-                                  seed=cfg.seed * 1_000_003 + step * 1009 + i * 101)
+                                  seed=cfg.seed)  # a base seed: each request's stream is hashed from it (seeding.py)
         out[role] = make_agent(role, policies[role], sampling=sampling, trainable=role in cfg.train_roles)
     return out
 
@@ -303,6 +303,7 @@ def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequenc
     """pass@1 of the planner -> coder chain on `tasks`: greedy (samples=0), or the unbiased estimate
     from `samples` (plan, code) samples per task at cfg.temperature, the distribution RL optimises."""
     from coral.evaluation import EvalConfig, run_eval
+    from coral.seeding import EVAL_STEP
 
     if samples < 0:
         raise ValueError(f"evaluate_pass1: samples must be >= 0, got {samples}")
@@ -310,9 +311,9 @@ def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequenc
                       temperature=cfg.temperature if samples else 0.0, samples_per_task=max(samples, 1),
                       max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
                       tasks_per_batch=max(1, cfg.eval_batch // max(samples, 1)), out_dir=str(Path(cfg.out_dir) / name))
-    # sampled evaluation draws with its own seed stream (step -1), never one an RL step used
-    agents = make_agents(cfg, policies, -1 if samples else 0, greedy=not samples)
-    return run_eval(ecfg, tasks=tasks, agents=agents, sandbox=sandbox, progress=False)
+    # sampled evaluation draws with its own seed streams (EVAL_STEP), never ones an RL step used
+    agents = make_agents(cfg, policies, greedy=not samples)
+    return run_eval(ecfg, tasks=tasks, agents=agents, sandbox=sandbox, progress=False, step=EVAL_STEP)
 
 
 def unparsed_warning(cfg: CoReCodeConfig, rate: float, where: str) -> str | None:
@@ -369,9 +370,9 @@ def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dic
     from coral.workflows.common import judge
 
     t0 = time.perf_counter()
-    agents = make_agents(cfg, policies, step)
+    agents = make_agents(cfg, policies)
     trajs = run_chain(batch, agents["coder"], sandbox, ChainConfig(cfg.plans_per_task, cfg.codes_per_plan),
-                      planner=agents["planner"])
+                      planner=agents["planner"], step=step)
     # training reward uses all tests of the (training) task
     results = [ExecutionResult(tr.public.tests + tr.private.tests, tr.public.error) for tr in trajs]
     refs = {}

@@ -142,13 +142,13 @@ def cold_start(cfg: MARS2Config, train: Sequence[Task], sandbox: Any, progress: 
     return policies
 
 
-def make_tree_agents(cfg: MARS2Config, policies: Sequence[Any], step: int, temperature: float | None = None):
+def make_tree_agents(cfg: MARS2Config, policies: Sequence[Any], temperature: float | None = None):
     from coral.agents import make_agent
     from coral.policy.base import SamplingParams
 
     temp = cfg.temperature if temperature is None else temperature
     return [make_agent("solver", p, agent_id=f"agent{i}", sampling=SamplingParams(
-        max_new_tokens=cfg.max_new_tokens, temperature=temp, seed=cfg.seed * 1_000_003 + step * 1009 + i * 101))
+        max_new_tokens=cfg.max_new_tokens, temperature=temp, seed=cfg.seed))  # base seed: streams hashed per request
         for i, p in enumerate(policies)]
 
 
@@ -158,8 +158,8 @@ def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Seq
     from coral.workflows.tree import TreeConfig, search
 
     t0 = time.perf_counter()
-    agents = make_tree_agents(cfg, policies, step)
-    trees = search(batch, agents, sandbox, TreeConfig(cfg.algorithm, cfg.max_nodes, seed=cfg.seed + step))
+    agents = make_tree_agents(cfg, policies)
+    trees = search(batch, agents, sandbox, TreeConfig(cfg.algorithm, cfg.max_nodes, seed=cfg.seed), step=step)
     per_agent: dict[str, list[Any]] = {a.id: [] for a in agents}
     rewards_all = []
     for tree in trees:
@@ -186,10 +186,12 @@ def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Seq
 def evaluate_search(cfg: MARS2Config, policies: Sequence[Any], tasks: Sequence[Task], sandbox: Any,
                     ) -> tuple[dict[str, float], list[Any]]:
     """Held-out Pass@1 / Pass@N at the config's node budget, with greedy-free sampling (seeded)."""
+    from coral.seeding import EVAL_STEP
     from coral.workflows.tree import TreeConfig, search, tree_metrics
 
-    agents = make_tree_agents(cfg, policies, step=10**6)
-    trees = search(tasks, agents, sandbox, TreeConfig(cfg.eval_algorithm, cfg.max_nodes, seed=cfg.seed + 99))
+    agents = make_tree_agents(cfg, policies)
+    trees = search(tasks, agents, sandbox, TreeConfig(cfg.eval_algorithm, cfg.max_nodes, seed=cfg.seed),
+                   step=EVAL_STEP)
     return tree_metrics(trees), trees
 
 
