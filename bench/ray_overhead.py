@@ -55,10 +55,10 @@ def make_policies(seed: int = 0, d_model: int = 64, n_layers: int = 2) -> dict[s
             for i, role in enumerate(("planner", "coder"))}
 
 
-def make_agents(policies: dict[str, Any], step: int, max_new_tokens: int, seed: int = 0) -> dict[str, Any]:
+def make_agents(policies: dict[str, Any], max_new_tokens: int, seed: int = 0) -> dict[str, Any]:
+    """Base seed `seed`: each request's stream is hashed from it and the step run_chain is given."""
     return {role: make_agent(role, policies[role], sampling=SamplingParams(
-        max_new_tokens=max_new_tokens, temperature=1.0, seed=seed * 1_000_003 + step * 1009 + i * 101))
-        for i, role in enumerate(("planner", "coder"))}
+        max_new_tokens=max_new_tokens, temperature=1.0, seed=seed)) for role in ("planner", "coder")}
 
 
 def rl_step(policies: dict[str, Any], learners: dict[str, Any], sandbox: Any, tasks: Sequence[Task],
@@ -67,8 +67,8 @@ def rl_step(policies: dict[str, Any], learners: dict[str, Any], sandbox: Any, ta
     token ids and logprobs, the rewards, the learners' metrics (for equality checks) and the seconds
     of each phase (rollout_s: both agents' generation, reward_s: the sandbox, update_s: both updates)."""
     t0 = time.perf_counter()
-    agents = make_agents(policies, step, max_new_tokens)
-    trajs = run_chain(tasks, agents["coder"], sandbox, ChainConfig(plans, codes), planner=agents["planner"])
+    agents = make_agents(policies, max_new_tokens)
+    trajs = run_chain(tasks, agents["coder"], sandbox, ChainConfig(plans, codes), planner=agents["planner"], step=step)
     by_id = {t.id: t for t in tasks}
     coder_turns = [tr.turns[-1] for tr in trajs]
     programs = [program_for(t.completion_ids, by_id[tr.task_id]) for t, tr in zip(coder_turns, trajs, strict=True)]

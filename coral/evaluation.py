@@ -115,14 +115,19 @@ def build_agents(cfg: EvalConfig) -> dict[str, Any]:
 
 
 def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[str, Any] | None = None,
-             sandbox: Any = None, progress: bool = True) -> dict[str, float]:
-    """Evaluate and write `<out_dir>/samples.jsonl` and `<out_dir>/summary.json`; return the summary."""
+             sandbox: Any = None, progress: bool = True, *, step: int = 0) -> dict[str, float]:
+    """Evaluate and write `<out_dir>/samples.jsonl` and `<out_dir>/summary.json`; return the summary.
+
+    `step` keys the random streams (coral/seeding.py): 0 for a standalone evaluation, `EVAL_STEP`
+    inside a training run. A sample's stream depends on its task id and sample index, not on
+    `tasks_per_batch`."""
     from coral.benchmarks import load_benchmark
     from coral.sandbox import Sandbox
 
     tasks = list(tasks) if tasks is not None else load_benchmark(cfg.bench, limit=cfg.limit, seed=cfg.seed)
     if not tasks:
         raise UserInputError(f"benchmark {cfg.bench!r} has no tasks")
+    _check_unique_ids(tasks, cfg.bench)
     agents = agents or build_agents(cfg)
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -143,7 +148,7 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
             for lo in range(0, len(tasks), cfg.tasks_per_batch):
                 batch = tasks[lo:lo + cfg.tasks_per_batch]
                 trajs = run_chain(batch, agents["coder"], sandbox, chain_cfg, planner=agents.get("planner"),
-                                  debugger=agents.get("debugger"))
+                                  debugger=agents.get("debugger"), step=step)
                 for i, traj in enumerate(trajs):
                     rec = sample_record(traj, i % cfg.samples_per_task)
                     records.append(rec)
@@ -157,6 +162,15 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
     summary["wall_s"] = time.perf_counter() - start
     (out_dir / "summary.json").write_text(json.dumps({"config": asdict(cfg), "summary": summary}, indent=2))
     return summary
+
+
+def _check_unique_ids(tasks: Sequence[Task], bench: str) -> None:
+    """Samples are keyed (and pass@k grouped) by task id: two tasks with one id would share both."""
+    seen: set[str] = set()
+    for task in tasks:
+        if task.id in seen:
+            raise ValueError(f"benchmark {bench!r}: task id {task.id!r} appears twice; task ids must be unique")
+        seen.add(task.id)
 
 
 class _progress:

@@ -47,11 +47,12 @@ def main() -> None:
         p.batch_size = 64
     splits = [("held-out", test)] + ([("train", train[:200])] if args.train else [])
     with Sandbox() as sandbox:
-        agents = make_agents(cfg, policies, 0, greedy=True)
+        agents = make_agents(cfg, policies, greedy=True)
         for name, tasks in splits:
             trajs = run_chain(tasks, agents["coder"], sandbox, ChainConfig(1, 1), planner=agents["planner"])
             contexts = [{"problem": problem_text(t), "plan": t.metadata["gold_plan"]} for t in tasks]
-            codes = agents["coder"].act(contexts, call_index=0, entry_points=[t.entry_point for t in tasks])
+            codes = agents["coder"].act(contexts, call_index=0, entry_points=[t.entry_point for t in tasks],
+                                        keys=[t.id for t in tasks])
             gold_results = judge(sandbox, tasks, [c.parsed for c in codes])
             cells: collections.Counter = collections.Counter()
             by_len: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0])

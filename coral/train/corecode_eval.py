@@ -67,9 +67,11 @@ def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequenc
                       max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
                       tasks_per_batch=max(1, cfg.eval_batch_samples // max(samples, 1)),
                       out_dir=str(Path(cfg.out_dir) / name))
-    # sampled evaluation draws with its own seed stream (step -1), never one an RL step used
-    agents = make_agents(cfg, policies, -1 if samples else 0, greedy=not samples)
-    return run_eval(ecfg, tasks=tasks, agents=agents, sandbox=sandbox, progress=False)
+    from coral.seeding import EVAL_STEP
+
+    # sampled evaluation draws with its own seed streams (EVAL_STEP), never ones an RL step used
+    agents = make_agents(cfg, policies, greedy=not samples)
+    return run_eval(ecfg, tasks=tasks, agents=agents, sandbox=sandbox, progress=False, step=EVAL_STEP)
 
 
 def evaluate_sets(cfg: CoReCodeConfig, policies: dict[str, Any], sets: Sequence[EvalSet], sandbox: SandboxProtocol,

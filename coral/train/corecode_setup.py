@@ -44,16 +44,17 @@ def build_policies(cfg: CoReCodeConfig, train: Sequence[Task]) -> dict[str, Any]
     return {role: make(i) for i, role in enumerate(ROLES)}
 
 
-def make_agents(cfg: CoReCodeConfig, policies: dict[str, Any], step: int, greedy: bool = False) -> dict[str, Any]:
-    """The planner and coder agents of one RL step (or evaluation: step -1 sampled, 0 greedy)."""
+def make_agents(cfg: CoReCodeConfig, policies: dict[str, Any], greedy: bool = False) -> dict[str, Any]:
+    """The planner and coder agents; cfg.seed is a base seed: each request's stream is hashed from it and
+    the step the workflow is given (coral.seeding)."""
     from coral.agents import make_agent
     from coral.policy.base import SamplingParams
 
     out = {}
-    for i, role in enumerate(ROLES):
+    for role in ROLES:
         sampling = SamplingParams(max_new_tokens=cfg.max_new_tokens,
                                   temperature=0.0 if greedy else cfg.rl.temperature,
-                                  seed=cfg.seed * 1_000_003 + step * 1009 + i * 101)
+                                  seed=cfg.seed)
         out[role] = make_agent(role, policies[role], sampling=sampling, trainable=role in cfg.train_roles)
     return out
 

@@ -190,14 +190,15 @@ def cold_start(cfg: MARS2Config, train: Sequence[Task], sandbox: SandboxProtocol
     return policies
 
 
-def make_tree_agents(cfg: MARS2Config, policies: Sequence[Any], step: int) -> list[Any]:
-    """The solver agents of one RL step (or of the evaluation, step 10**6), sampling at rl.temperature."""
+def make_tree_agents(cfg: MARS2Config, policies: Sequence[Any]) -> list[Any]:
+    """The solver agents, sampling at rl.temperature from base seed cfg.seed (each request's stream is
+    hashed from it and the step the search is given: coral.seeding)."""
     from coral.agents import make_agent
     from coral.policy.base import SamplingParams
 
     return [make_agent("solver", p, agent_id=f"agent{i}", sampling=SamplingParams(
-        max_new_tokens=cfg.max_new_tokens, temperature=cfg.rl.temperature,
-        seed=cfg.seed * 1_000_003 + step * 1009 + i * 101)) for i, p in enumerate(policies)]
+        max_new_tokens=cfg.max_new_tokens, temperature=cfg.rl.temperature, seed=cfg.seed))
+        for i, p in enumerate(policies)]
 
 
 def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Sequence[Any],
@@ -206,8 +207,8 @@ def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Seq
     from coral.workflows.tree import TreeConfig, search
 
     t0 = time.perf_counter()
-    agents = make_tree_agents(cfg, policies, step)
-    trees = search(batch, agents, sandbox, TreeConfig(cfg.algorithm, cfg.max_nodes_per_tree, seed=cfg.seed + step))
+    agents = make_tree_agents(cfg, policies)
+    trees = search(batch, agents, sandbox, TreeConfig(cfg.algorithm, cfg.max_nodes_per_tree, seed=cfg.seed), step=step)
     by_id = {t.id: t for t in batch}
     per_agent: dict[str, list[Any]] = {a.id: [] for a in agents}
     rewards_all = []
@@ -236,10 +237,12 @@ def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Seq
 def evaluate_search(cfg: MARS2Config, policies: Sequence[Any], tasks: Sequence[Task], sandbox: SandboxProtocol,
                     ) -> tuple[dict[str, float], list[Any]]:
     """Held-out Pass@1 / Pass@N at the config's node budget, sampling at rl.temperature (seeded)."""
+    from coral.seeding import EVAL_STEP
     from coral.workflows.tree import TreeConfig, search, tree_metrics
 
-    agents = make_tree_agents(cfg, policies, step=10**6)
-    trees = search(tasks, agents, sandbox, TreeConfig(cfg.eval_algorithm, cfg.max_nodes_per_tree, seed=cfg.seed + 99))
+    agents = make_tree_agents(cfg, policies)
+    trees = search(tasks, agents, sandbox, TreeConfig(cfg.eval_algorithm, cfg.max_nodes_per_tree, seed=cfg.seed),
+                   step=EVAL_STEP)
     return tree_metrics(trees), trees
 
 

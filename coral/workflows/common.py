@@ -1,4 +1,5 @@
-"""Pieces every workflow shares: judging code against a task's public and private tests.
+"""Pieces every workflow shares: judging code against a task's public and private tests, and the
+task part of the request keys that name random streams (coral/seeding.py).
 
 Does NOT decide rewards: a workflow records verdicts, the trainer turns them into rewards.
 """
@@ -40,6 +41,18 @@ def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None],
         n_pub = len(tasks[i].public_tests)
         out[i] = (ExecutionResult(res.tests[:n_pub], res.error), ExecutionResult(res.tests[n_pub:], res.error))
     return out
+
+
+def task_keys(tasks: Sequence[Task]) -> list[str]:
+    """The task part of each request key: the task id, with "#k" on its k-th repeat in `tasks` (a
+    training batch that wraps around an epoch can hold one task twice; each copy samples its own)."""
+    seen: dict[str, int] = {}
+    keys = []
+    for task in tasks:
+        k = seen.get(task.id, 0)
+        seen[task.id] = k + 1
+        keys.append(task.id if k == 0 else f"{task.id}#{k}")
+    return keys
 
 
 def problem_text(task: Task) -> str:

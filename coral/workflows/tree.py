@@ -18,8 +18,13 @@ Why not the treequest library (v0.3.3, which has AB-MCTS-A): (1) it samples thro
 numpy's global random state and names trials with time-based ULIDs, so a run is not reproducible
 from a seed and lockstep trees would share one random stream; (2) its posterior state lives in
 pickled objects beside the tree, so a tree saved as JSON could not resume without replaying it.
-Here posteriors are recomputed from the node list and each tree's step draws from
-`Random(seed, task, step)`, so search is deterministic and a saved tree resumes exactly.
+Here posteriors are recomputed from the node list and each tree's selection draws from its own
+stream, `sampling_seed(seed, step, "tree-select", "<task>/<tree size>")`, so search is deterministic
+and a saved tree resumes exactly.
+
+Random streams of generation: `search(..., step=)` (the training step) and the request key
+"<task>/node<n>" (n = the index the new node takes in its tree) go to the agents, which derive one
+seed per request (coral/seeding.py); no two expansions of a run share a stream.
 
 This module does NOT compute rewards or advantages for training (the trainer shapes node scores),
 and it does NOT retry failed generations: a reply without code becomes a node that scores 0.
@@ -33,8 +38,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from coral.agents import TEMPLATES, Agent, extract_code
+from coral.seeding import sampling_seed
 from coral.trajectory import ExecutionResult, Node, Task, Turn, node_from_dict, to_dict
-from coral.workflows.common import judge, problem_text
+from coral.workflows.common import judge, problem_text, task_keys
 from coral.workflows.tree_select import SELECTORS, Expansion, PublicView, search_score
 
 SOLVE, REFINE = "solver", "refiner"  # the role (and template) of root children / deeper children
@@ -152,14 +158,14 @@ def _finished(tree: Tree, cfg: TreeConfig) -> bool:
 
 
 def _plan_step(trees: Sequence[Tree], active: Sequence[int], agent_ids: Sequence[str],
-               cfg: TreeConfig) -> list[tuple[int, Expansion]]:
+               cfg: TreeConfig, step: int, tkeys: Sequence[str]) -> list[tuple[int, Expansion]]:
     """(tree index, (parent, agent)) for every expansion of this step, in tree order."""
     select = SELECTORS[cfg.algorithm]
     plan = []
     for i in active:
         tree = trees[i]
-        # A fresh stream per (seed, tree, step): resuming from saved nodes replays the same draws.
-        rng = random.Random(f"coral.tree:{cfg.seed}:{i}:{tree.task_id}:{tree.size}")
+        # A fresh stream per (seed, step, task, tree size): resuming from saved nodes replays the same draws.
+        rng = random.Random(sampling_seed(cfg.seed, step, "tree-select", f"{tkeys[i]}/{tree.size}"))
         view = PublicView.of(tree.nodes, cfg.binary_score)
         for exp in select(view, agent_ids, rng, cfg.max_nodes - tree.size, cfg.uct_c):
             plan.append((i, exp))
@@ -174,8 +180,19 @@ def _context(task: Task, tree: Tree, parent: int) -> dict[str, str]:
     return {"problem": problem_text(task), "code": node.code or "", "feedback": feedback}
 
 
+def _request_keys(trees: Sequence[Tree], plan: Sequence[tuple[int, Expansion]], tkeys: Sequence[str]) -> list[str]:
+    """"<task>/node<n>" per planned expansion: n is the index its node will take (nodes of one tree
+    are appended in plan order)."""
+    added: dict[int, int] = {}
+    keys = []
+    for i, _ in plan:
+        keys.append(f"{tkeys[i]}/node{len(trees[i].nodes) + added.get(i, 0)}")
+        added[i] = added.get(i, 0) + 1
+    return keys
+
+
 def _generate(tasks: Sequence[Task], trees: Sequence[Tree], agents: Sequence[Agent],
-              plan: Sequence[tuple[int, Expansion]], step: int) -> list[Turn]:
+              plan: Sequence[tuple[int, Expansion]], lockstep: int, step: int, keys: Sequence[str]) -> list[Turn]:
     """One turn per planned expansion, in plan order; one `act` batch per (agent, role)."""
     turns: list[Turn | None] = [None] * len(plan)
     for agent in agents:
@@ -185,7 +202,8 @@ def _generate(tasks: Sequence[Task], trees: Sequence[Tree], agents: Sequence[Age
                 continue
             contexts = [_context(tasks[plan[j][0]], trees[plan[j][0]], plan[j][1][0]) for j in picks]
             entry_points = [tasks[plan[j][0]].entry_point for j in picks]
-            out = _role_agent(agent, role).act(contexts, call_index=2 * step + r, entry_points=entry_points)
+            out = _role_agent(agent, role).act(contexts, call_index=2 * lockstep + r, entry_points=entry_points,
+                                               step=step, keys=[keys[j] for j in picks])
             for j, turn in zip(picks, out, strict=True):
                 turns[j] = turn
     return [t for t in turns if t is not None]  # every expansion names one of `agents`: none is None
@@ -193,23 +211,25 @@ def _generate(tasks: Sequence[Task], trees: Sequence[Tree], agents: Sequence[Age
 
 def search(tasks: Sequence[Task], agents: Sequence[Agent], sandbox: Any, cfg: TreeConfig, *,
            trees: Sequence[Tree] | None = None,
-           on_step: Callable[[list[Tree]], None] | None = None) -> list[Tree]:
+           on_step: Callable[[list[Tree]], None] | None = None, step: int = 0) -> list[Tree]:
     """Grow one tree per task until each holds `cfg.max_nodes` nodes (root excluded).
 
     `trees` resumes saved partial trees (same tasks, same order; they are copied, not mutated).
-    `on_step(trees)` runs after every lockstep step. Deterministic given `cfg.seed`, deterministic
+    `on_step(trees)` runs after every lockstep step. `step` is the training step (it keys the random
+    streams of selection and generation). Deterministic given `cfg.seed` and `step`, deterministic
     agents and a deterministic sandbox.
     """
     _check_inputs(tasks, agents, trees)
     out = [Tree.from_dict(t.to_dict()) for t in trees] if trees is not None else [Tree.new(t.id) for t in tasks]
     agent_ids = [a.id for a in agents]
+    tkeys = task_keys(tasks)
     while True:
         active = [i for i, tree in enumerate(out) if not _finished(tree, cfg)]
         if not active:
             return out
-        step = min(out[i].size for i in active)
-        plan = _plan_step(out, active, agent_ids, cfg)
-        turns = _generate(tasks, out, agents, plan, step)
+        lockstep = min(out[i].size for i in active)
+        plan = _plan_step(out, active, agent_ids, cfg, step, tkeys)
+        turns = _generate(tasks, out, agents, plan, lockstep, step, _request_keys(out, plan, tkeys))
         verdicts = judge(sandbox, [tasks[i] for i, _ in plan], [t.parsed for t in turns])
         for (i, (parent, agent_id)), turn, (public, private) in zip(plan, turns, verdicts, strict=True):
             node = out[i].add(parent, agent_id, turn.parsed, turn, public, private,

@@ -154,10 +154,17 @@ def test_procedural_names_give_the_test_split_by_default_and_the_train_split_by_
     assert {t.metadata["split"] for t in load_benchmark("procedural-train", limit=20)} == {"train"}
 
 
+def test_procedural_validation_is_a_named_split_and_the_seed_picks_a_disjoint_test_set():
+    assert {t.metadata["split"] for t in load_benchmark("procedural-validation", limit=20)} == {"validation"}
+    assert load_benchmark("procedural", split="validation", limit=5) == load_benchmark("procedural-validation", limit=5)
+    seed0, seed1 = ({t.id for t in load_benchmark("procedural-test", limit=50, seed=s)} for s in (0, 1))
+    assert not seed0 & seed1
+
+
 def test_every_registered_name_is_documented():
     assert all(b.description for b in BENCHMARKS.values())
     assert {"humaneval", "humaneval+", "mbpp", "mbpp+", "livecodebench", "apps", "codecontests",
-            "procedural", "procedural-train", "procedural-test"} <= set(BENCHMARKS)
+            "procedural", "procedural-train", "procedural-validation", "procedural-test"} <= set(BENCHMARKS)
 
 
 def test_hub_datasets_load_lazily_through_datasets_and_are_format_detected(monkeypatch):

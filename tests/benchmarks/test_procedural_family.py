@@ -15,7 +15,9 @@ from coral.benchmarks.procedural import (
     build_task,
     make_tasks,
     parse_composition,
+    seed_slot_of,
     skeleton,
+    skeleton_unit,
     split_of,
 )
 
@@ -134,6 +136,40 @@ def test_train_and_test_splits_never_share_a_skeleton(train_tasks, test_tasks):
     assert all(t.metadata["split"] == "test" for t in test_tasks)
 
 
+def _ids(n: int, split: str, seed: int, **depths) -> set[str]:
+    return {t.id for t in make_tasks(n, split, seed=seed, **depths)}  # a task id is a hash of its composition
+
+
+@pytest.mark.parametrize("depths", [{}, pytest.param({"max_depth": 2}, marks=pytest.mark.slow)],
+                         ids=["depth1-3", "depth1-2-slow"])  # depth <= 2 (CoRe-Code's): a small pool, ~10 s a set
+def test_the_test_sets_of_seeds_0_1_2_are_disjoint_from_each_other_and_from_every_train_and_validation_set(depths):
+    tests = {seed: _ids(200, "test", seed, **depths) for seed in (0, 1, 2)}
+    for a, b in ((0, 1), (0, 2), (1, 2)):
+        assert not tests[a] & tests[b], f"seeds {a} and {b} share {len(tests[a] & tests[b])} test tasks"
+    seen = set().union(*(_ids(100, split, seed, **depths) for split in ("train", "validation") for seed in (0, 1, 2)))
+    assert len(seen) > 200 and not seen & set().union(*tests.values())
+
+
+def test_the_validation_split_shares_no_skeleton_with_train_or_test(train_tasks, test_tasks):
+    validation = make_tasks(200, "validation", seed=0)
+    assert {t.metadata["split"] for t in validation} == {"validation"}
+    skeletons = {skeleton(_composition(t)) for t in validation}
+    assert not skeletons & {skeleton(_composition(t)) for t in train_tasks + test_tasks}
+
+
+def test_train_skeletons_are_those_outside_the_held_out_quarter_of_the_hash_range():
+    # the train split predates the validation split: carving validation out of the held-out quarter
+    # left every train task of every seed unchanged
+    assert all(skeleton_unit(_composition(t)) >= 0.25 for t in make_tasks(200, "train", seed=0))
+    cfg = ProceduralConfig()
+    assert cfg.test_fraction + cfg.validation_fraction == pytest.approx(0.25)
+
+
+def test_a_seed_draws_its_test_tasks_from_its_own_slot_and_a_seed_8_apart_from_the_same_one():
+    assert {seed_slot_of(_composition(t)) for t in make_tasks(50, "test", seed=3)} == {3}
+    assert _ids(50, "test", 11) & _ids(200, "test", 3)
+
+
 def test_split_membership_depends_only_on_the_skeleton():
     a = parse_composition("list", ["keep_gt_1", "mul_2", "sum"])
     b = parse_composition("list", ["keep_gt_7", "mul_9", "sum"])
@@ -171,5 +207,9 @@ def test_unknown_split_and_bad_config_are_rejected_naming_the_value():
         make_tasks(3, "valid")
     with pytest.raises(ValueError, match="test_fraction"):
         ProceduralConfig(test_fraction=1.5)
+    with pytest.raises(ValueError, match="validation_fraction must be < 1"):
+        ProceduralConfig(test_fraction=0.5, validation_fraction=0.5)
+    with pytest.raises(ValueError, match="test_seed_slots"):
+        ProceduralConfig(test_seed_slots=0)
     with pytest.raises(ValueError, match="'nope'"):
         parse_composition("list", ["nope"])

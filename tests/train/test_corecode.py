@@ -304,7 +304,8 @@ def test_fresh_tasks_are_new_train_split_tasks_that_neither_sft_nor_rl_sees():
     fresh_deeper = fresh_tasks(deeper.splits, train, pool)
     assert len(fresh_deeper) == 50 and not {t.id for t in fresh_deeper} & ({t.id for t in pool} | {t.id for t in train})
     assert fresh_tasks(CoReCodeConfig(n_train_tasks=300, n_fresh_tasks=0).splits, train, train) == []
-    shallow = CoReCodeConfig(n_train_tasks=50, n_test_tasks=10, n_fresh_tasks=1000, max_depth=1)
+    # depth 1 holds only a few test compositions per seed slot: 2 test tasks, so only the fresh tasks run out
+    shallow = CoReCodeConfig(n_train_tasks=50, n_test_tasks=2, n_fresh_tasks=1000, max_depth=1)
     with pytest.raises(ValueError, match="'n_fresh_tasks'=1000 asks for more train-split tasks than there are"):
         fresh_tasks(shallow.splits, build_tasks(shallow)[0], [])
     with pytest.raises(ValueError, match="'n_fresh_tasks' must be >= 0"):
