@@ -12,7 +12,7 @@ def test_the_same_pair_twice_reads_no_change(load_experiment, untrained_pair, tm
     load_experiment("corecode_compare").main()
     out = capsys.readouterr().out
     assert out.count("test split (new skeletons), 3 tasks, greedy: pass@1") == 2
-    assert out.count("(SE 0.000)") == 4  # untrained pairs pass nothing: no spread over tasks
+    assert out.count("(SE 0.000)") == 8  # 2 pairs x 2 sets x greedy/sampled; untrained pairs pass nothing: no spread
     assert out.count("training skeletons, unseen tasks, 2 tasks, 2 samples/task: pass@1") == 2
     # the same weights and the same seeds give the same samples: every paired change is zero
     assert out.count("change vs") == 4 and out.count("+0.000 (paired SE 0.000; 0 tasks up, 0 down)") == 4
