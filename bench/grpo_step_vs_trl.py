@@ -65,7 +65,7 @@ from trl import GRPOConfig as TRLConfig
 from trl import GRPOTrainer
 
 from coral.policy import GenerationRequest, HFPolicy, SamplingParams, load_policy, tiny_policy, user
-from coral.sandbox._measure import proc_hwm_kb, proc_rss_kb, reset_peak
+from coral.procmem import proc_hwm_kb, proc_rss_kb, reset_peak
 from coral.train.grpo import AgentLearner, GRPOConfig, assign_advantages
 from coral.train.losses import LossConfig
 from coral.trajectory import Turn

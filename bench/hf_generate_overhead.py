@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 
 from coral.policy import GenerationRequest, SamplingParams, load_policy, tiny_policy, user
-from coral.sandbox._measure import proc_hwm_kb, proc_rss_kb, reset_peak
+from coral.procmem import proc_hwm_kb, proc_rss_kb, reset_peak
 
 
 def timed_peak(fn: Callable[[], object]) -> tuple[float, float]:

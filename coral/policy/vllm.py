@@ -28,7 +28,7 @@ LOGPROBS_MODE = "processed_logprobs"
 INSTALL_HINT = "VLLMPolicy needs the 'vllm' package, which is not installed: pip install 'coral-rl[vllm]'"
 
 
-def _import_vllm() -> Any:
+def import_vllm() -> Any:
     try:
         import vllm
     except ImportError as error:
@@ -47,7 +47,7 @@ class VLLMPolicy:
         if mode != LOGPROBS_MODE:
             raise ValueError(f"VLLMPolicy needs logprobs_mode={LOGPROBS_MODE!r} (the logprobs of the distribution "
                              f"each token was sampled from), got logprobs_mode={mode!r}")
-        self._vllm = _import_vllm()
+        self._vllm = import_vllm()
         if lora_path is not None:
             engine_kwargs.setdefault("enable_lora", True)
         self.llm = self._vllm.LLM(model=model, **engine_kwargs)

@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from coral.policy.vllm import VLLMPolicy, _import_vllm
+from coral.policy.vllm import VLLMPolicy, import_vllm
 
 PEFT_PREFIX = "base_model.model."
 
@@ -52,7 +52,7 @@ class VLLMEngine(VLLMPolicy):
     """A VLLMPolicy that reports the sampler's (processed) logprobs and loads pushed weights."""
 
     def __init__(self, model: str, name: str | None = None, **engine_kwargs: Any) -> None:
-        vllm = _import_vllm()
+        vllm = import_vllm()
         if "logprobs_mode" in inspect.signature(vllm.EngineArgs).parameters:
             engine_kwargs.setdefault("logprobs_mode", "processed_logprobs")
         super().__init__(model, name=name, **engine_kwargs)

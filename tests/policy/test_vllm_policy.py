@@ -50,7 +50,7 @@ class FakeLLM:
 def fake_vllm(tiny, monkeypatch):
     FakeLLM.hf = tiny
     module = SimpleNamespace(LLM=FakeLLM, SamplingParams=lambda **kw: SimpleNamespace(**kw))
-    monkeypatch.setattr(vllm_module, "_import_vllm", lambda: module)
+    monkeypatch.setattr(vllm_module, "import_vllm", lambda: module)
     return tiny
 
 
