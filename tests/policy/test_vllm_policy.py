@@ -65,7 +65,7 @@ def test_raw_logprobs_mode_is_refused_by_name(fake_vllm):
 
 def _vllm_turns(policy, temperature: float):
     agent = make_agent("coder", policy, sampling=SamplingParams(max_new_tokens=6, temperature=temperature, seed=3))
-    turns = agent.act([{"problem": f"task {i}", "plan": "1. return"} for i in range(4)])
+    turns = agent.act([{"problem": f"task {i}", "plan": "1. return"} for i in range(4)], keys=[f"task{i}" for i in range(4)])
     for i, t in enumerate(turns):
         t.reward, t.advantage = 0.0, 1.0 if i % 2 else -1.0
     return turns
