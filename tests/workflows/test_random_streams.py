@@ -90,7 +90,8 @@ def test_a_search_never_reuses_a_seed_across_agents_lockstep_steps_or_training_s
 
 
 def test_corecode_rl_steps_and_their_evaluation_never_reuse_a_seed(tmp_path):
-    from coral.train.corecode import CoReCodeConfig, evaluate_pass1, rl_step
+    from coral.train.corecode import CoReCodeConfig, rl_step
+    from coral.train.corecode_eval import evaluate_pass1
 
     # 26 tasks x 4 plans: more than 101 requests per role in one step, where the old role offsets collided
     cfg = CoReCodeConfig(tasks_per_step=26, plans_per_task=4, codes_per_plan=2, efficiency_weight=0.0,
@@ -114,7 +115,7 @@ def test_mars2_steps_and_their_evaluation_never_reuse_a_seed():
     from coral.train.mars2 import MARS2Config, evaluate_search, mars2_step
 
     # 110 trees: one agent's batch holds more than 101 requests, where the old agent offsets collided
-    cfg = MARS2Config(max_nodes=2, tasks_per_step=110, algorithm="best_of_n", eval_algorithm="best_of_n")
+    cfg = MARS2Config(max_nodes_per_tree=2, tasks_per_step=110, algorithm="best_of_n", eval_algorithm="best_of_n")
     policies = [RecordingPolicy(half_right), RecordingPolicy(half_right)]
     tasks = [add_task(k) for k in range(1, 111)]
     sandbox = InProcessSandbox()
