@@ -28,20 +28,22 @@ def _script_loader(folder: str):
     return load, loaded
 
 
-@pytest.fixture
-def load_bench():
-    load, loaded = _script_loader("bench")
+def _scripts(folder: str):
+    """Yields the loader of `folder`'s scripts, then forgets the modules it loaded."""
+    load, loaded = _script_loader(folder)
     yield load
     for name in loaded:
         sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def load_bench():
+    yield from _scripts("bench")
 
 
 @pytest.fixture
 def load_experiment():
-    load, loaded = _script_loader("experiments")
-    yield load
-    for name in loaded:
-        sys.modules.pop(name, None)
+    yield from _scripts("experiments")
 
 
 @pytest.fixture
