@@ -48,13 +48,30 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         raise UserInputError("--manager-model cannot be combined with --model scripted-demo (one script serves all agents)")
     config = HirasConfig(step_multiplier=args.step_multiplier, command_timeout_s=args.command_timeout_s,
                          max_new_tokens=args.max_new_tokens)
-    results = reproduce_batch(args.papers, policy, args.out_dir, args.pipeline, manager, config)
+    results = reproduce_batch(args.papers, policy, args.out_dir, args.pipeline, manager, config, _prices(args))
     for paper, status in results.items():
         tokens = status.get("usage", {}).get("total", {})
+        usd = status.get("cost", {}).get("usd")
         print(f"{paper}: {status['status']} -> {Path(args.out_dir) / Path(paper).stem} "
-              f"({tokens.get('prompt_tokens', 0)}+{tokens.get('completion_tokens', 0)} tokens)"
+              f"({tokens.get('prompt_tokens', 0)}+{tokens.get('completion_tokens', 0)} tokens, "
+              f"model {tokens.get('wall_s', 0.0):.1f} s" + ("" if usd is None else f", ${usd:.4f}") + ")"
               + (f" error: {status['error']}" if status.get("error") else ""))
     return 0 if all(s["status"] == "done" for s in results.values()) else 1
+
+
+def _prices(args: argparse.Namespace):
+    """Prices from the two flags: both or neither."""
+    from coral.research.llm import Prices
+
+    given = (args.usd_per_mtok_prompt, args.usd_per_mtok_completion)
+    if given == (None, None):
+        return None
+    if None in given:
+        raise UserInputError("--usd-per-mtok-prompt and --usd-per-mtok-completion go together: give both or neither")
+    try:
+        return Prices(*given)
+    except ValueError as exc:
+        raise UserInputError(str(exc)) from None
 
 
 def _cmd_judge(args: argparse.Namespace) -> int:
@@ -85,7 +102,11 @@ def add_research_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pipeline", choices=PIPELINES, default="hiras")
     p.add_argument("--step-multiplier", type=float, default=1.0, help="scales every agent's step budget")
     p.add_argument("--command-timeout-s", type=float, default=60.0, help="wall limit of each sandboxed command")
-    p.add_argument("--max-new-tokens", type=int, default=2048)
+    p.add_argument("--max-new-tokens", type=int, default=2048, help="longest reply of one agent call, in tokens")
+    p.add_argument("--usd-per-mtok-prompt", type=float, default=None,
+                   help="price of a million prompt tokens in US dollars (with the next flag: cost in usage.json)")
+    p.add_argument("--usd-per-mtok-completion", type=float, default=None,
+                   help="price of a million completion tokens in US dollars")
     p.set_defaults(handler=_cmd_reproduce)
 
     j = sub.add_parser("judge", help="score a repository against its paper (PaperCoder or P2C-Ex judge)")

@@ -1,9 +1,11 @@
 """One chat call of a research agent: generate with a policy, count tokens per agent, log to JSONL.
 
 Per-agent logs go to `<log_dir>/<agent>.jsonl`, one line per call with the messages, the reply and
-the token usage the policy reported. Token totals per agent are in `Ledger.usage`.
+the token usage the policy reported. Totals per agent (calls, tokens, model wall time) are in
+`Ledger.usage`; `priced` turns totals into US dollars at prices the user gives (coral keeps no price
+list: prices change, and a local model's cost is its wall time, which is always recorded).
 
-This module does NOT retry failed calls (policies do) and does NOT price tokens.
+This module does NOT retry failed calls (policies do).
 """
 
 from __future__ import annotations
@@ -22,11 +24,35 @@ class Usage:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    wall_s: float = 0.0  # time spent waiting for the model (generation), not tools or the sandbox
 
     def add(self, other: Usage) -> None:
         self.calls += other.calls
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.wall_s += other.wall_s
+
+
+@dataclass(frozen=True)
+class Prices:
+    """US dollars per million tokens, as the model's provider bills them."""
+    usd_per_mtok_prompt: float
+    usd_per_mtok_completion: float
+
+    def __post_init__(self) -> None:
+        for name in ("usd_per_mtok_prompt", "usd_per_mtok_completion"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"Prices.{name} must be >= 0, got {getattr(self, name)}")
+
+    def usd(self, usage: dict) -> float:
+        return (usage["prompt_tokens"] * self.usd_per_mtok_prompt
+                + usage["completion_tokens"] * self.usd_per_mtok_completion) / 1e6
+
+
+def priced(totals: dict[str, dict], prices: Prices | None) -> dict[str, dict]:
+    """`Ledger.totals()` with a "usd" entry in every row (None when no prices were given)."""
+    return {agent: {**row, "usd": None if prices is None else round(prices.usd(row), 6)}
+            for agent, row in totals.items()}
 
 
 class Ledger:
@@ -44,18 +70,22 @@ class Ledger:
         start = time.perf_counter()
         completion = policy.generate([GenerationRequest(tuple(messages), self.sampling)])[0]
         used = Usage(1, completion.usage.get("prompt_tokens", len(completion.prompt_ids)),
-                     completion.usage.get("completion_tokens", len(completion.completion_ids)))
+                     completion.usage.get("completion_tokens", len(completion.completion_ids)),
+                     round(time.perf_counter() - start, 4))
         self.usage.setdefault(agent, Usage()).add(used)
         if self.log_dir is not None:
             record = {"agent": agent, "messages": list(messages), "reply": completion.text,
-                      "usage": asdict(used), "wall_s": round(time.perf_counter() - start, 4)}
+                      "usage": asdict(used), "wall_s": used.wall_s}
             with open(self.log_dir / f"{agent}.jsonl", "a") as fh:
                 fh.write(json.dumps(record) + "\n")
         return completion.text, used
 
-    def totals(self) -> dict[str, dict[str, int]]:
+    def totals(self) -> dict[str, dict]:
         """{agent: usage} plus a "total" row."""
         total = Usage()
         for usage in self.usage.values():
             total.add(usage)
-        return {**{agent: asdict(u) for agent, u in sorted(self.usage.items())}, "total": asdict(total)}
+        rows = {**{agent: asdict(u) for agent, u in sorted(self.usage.items())}, "total": asdict(total)}
+        for row in rows.values():
+            row["wall_s"] = round(row["wall_s"], 4)
+        return rows

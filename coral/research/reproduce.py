@@ -1,7 +1,8 @@
 """`reproduce`: run HiRAS or the PaperCoder baseline on papers, resumably, one run dir per paper.
 
-Run dir `<out_dir>/<paper name>/`: status.json (status, errors, usage, wall time), usage.json
-(tokens per agent), logs/<agent>.jsonl (every model call), and for HiRAS workspace/ (the
+Run dir `<out_dir>/<paper name>/`: status.json (status, errors, usage, cost, wall time), usage.json
+(calls, tokens, model wall time and US dollars per agent; dollars only when prices are given),
+logs/<agent>.jsonl (every model call), and for HiRAS workspace/ (the
 repository), calls.json (one call tree per attempt) and report.html; for PaperCoder repo/ and
 artifacts/. A paper whose status is "done" is skipped on a rerun; any other status reruns, and
 the rerun continues from the files already there (PaperCoder skips finished stages; the HiRAS
@@ -22,6 +23,7 @@ from pathlib import Path
 from coral.config import UserInputError
 from coral.policy.base import Policy
 from coral.research.hiras import HirasConfig, HirasRun, record_to_dict
+from coral.research.llm import Prices, priced
 from coral.research.paper import load_paper
 from coral.research.papercoder import PaperCoder
 from coral.research.report import write_html
@@ -38,8 +40,14 @@ def _read_status(run_dir: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def _cost(usage: dict[str, dict]) -> dict:
+    """The run's cost in status.json: model wall time always, dollars when prices were given."""
+    total = usage["total"]
+    return {"model_wall_s": total["wall_s"], "usd": total["usd"]}
+
+
 def run_hiras(paper_path: str | Path, policy: Policy, run_dir: str | Path, manager_policy: Policy | None = None,
-              config: HirasConfig = HirasConfig()) -> dict:
+              config: HirasConfig = HirasConfig(), prices: Prices | None = None) -> dict:
     """One HiRAS attempt (or none when the run dir says done); returns the status dict."""
     run_dir = Path(run_dir)
     status = _read_status(run_dir)
@@ -55,30 +63,34 @@ def run_hiras(paper_path: str | Path, policy: Policy, run_dir: str | Path, manag
     attempts = json.loads((run_dir / "calls.json").read_text()) if (run_dir / "calls.json").is_file() else []
     attempts.append(record_to_dict(root))
     (run_dir / "calls.json").write_text(json.dumps(attempts, indent=1))
-    usage = run.ledger.totals()
+    usage = priced(run.ledger.totals(), prices)
     (run_dir / "usage.json").write_text(json.dumps(usage, indent=1))
     write_html(attempts, run_dir / "report.html", title=f"HiRAS run: {paper.name}")
     status = {"status": "done" if root.report.status == "success" else root.report.status,
               "pipeline": "hiras", "report": root.report.summary, "files": run.workspace.files(), "usage": usage,
-              "wall_s": round(time.perf_counter() - start, 3), "attempts": len(attempts)}
+              "cost": _cost(usage), "wall_s": round(time.perf_counter() - start, 3), "attempts": len(attempts)}
     (run_dir / "status.json").write_text(json.dumps(status, indent=1))
     return status
 
 
-def run_papercoder(paper_path: str | Path, policy: Policy, run_dir: str | Path, max_new_tokens: int = 2048) -> dict:
+def run_papercoder(paper_path: str | Path, policy: Policy, run_dir: str | Path, max_new_tokens: int = 2048,
+                   prices: Prices | None = None) -> dict:
     run_dir = Path(run_dir)
     status = _read_status(run_dir)
     if status.get("status") == "done":
         return status
     result = PaperCoder(policy, run_dir, max_new_tokens).run(load_paper(paper_path))
-    (run_dir / "usage.json").write_text(json.dumps(result.usage, indent=1))
-    status = {**_read_status(run_dir), "pipeline": "papercoder", "wall_s": round(result.wall_s, 3)}
+    usage = priced(result.usage, prices)
+    (run_dir / "usage.json").write_text(json.dumps(usage, indent=1))
+    status = {**_read_status(run_dir), "pipeline": "papercoder", "usage": usage, "cost": _cost(usage),
+              "wall_s": round(result.wall_s, 3)}
     (run_dir / "status.json").write_text(json.dumps(status, indent=1))
     return status
 
 
 def reproduce_batch(papers: Sequence[str | Path], policy: Policy, out_dir: str | Path, pipeline: str = "hiras",
-                    manager_policy: Policy | None = None, config: HirasConfig = HirasConfig()) -> dict[str, dict]:
+                    manager_policy: Policy | None = None, config: HirasConfig = HirasConfig(),
+                    prices: Prices | None = None) -> dict[str, dict]:
     """Run every paper into `<out_dir>/<stem>/`; a failure is recorded and the batch goes on."""
     if pipeline not in PIPELINES:
         raise UserInputError(f"pipeline {pipeline!r} is not one of {PIPELINES}")
@@ -87,9 +99,9 @@ def reproduce_batch(papers: Sequence[str | Path], policy: Policy, out_dir: str |
         run_dir = Path(out_dir) / Path(paper).stem
         try:
             if pipeline == "hiras":
-                results[str(paper)] = run_hiras(paper, policy, run_dir, manager_policy, config)
+                results[str(paper)] = run_hiras(paper, policy, run_dir, manager_policy, config, prices)
             else:
-                results[str(paper)] = run_papercoder(paper, policy, run_dir, config.max_new_tokens)
+                results[str(paper)] = run_papercoder(paper, policy, run_dir, config.max_new_tokens, prices)
         except Exception as exc:  # one paper's failure must not stop the batch; it is recorded, not hidden
             log.error("reproduce %s failed: %s: %s", paper, type(exc).__name__, exc)
             status = {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "pipeline": pipeline}
