@@ -6,7 +6,8 @@ defaults come from earlier studies, docs/results/corecode.md); its own evaluatio
 "SFT only" figure, so every change is paired against the same cold start. Single-coder GRPO is MARS2's
 best-of-N recipe with one agent of the coder's shape, `plans_per_task x codes_per_plan` codes per task,
 the same tasks per step, RL steps, SFT epochs and learning rate; both are scored by sampled pass@1 (the
-per-sample pass rate at the RL temperature) on the same test tasks.
+per-sample pass rate at the RL temperature) on the same test tasks. The single coder has MARS2's first agent
+shape (d_model 128, 4 layers: CoRe-Code's default coder shape).
 
 This module does NOT change either recipe; see experiments/efficacy_training.py for the shared analysis.
 """
@@ -31,26 +32,35 @@ from efficacy_training import CORECODE_VARIANTS, TrainingStudyConfig, _run_dir, 
 SINGLE = "single-coder GRPO"
 
 
+def corecode_config(cfg: TrainingStudyConfig, seed: int, name: str) -> Any:
+    """The ablation run's CoReCodeConfig: the study's shared fields over `cfg.corecode`, roles from `name`."""
+    from coral.config import from_mapping
+    from coral.train.corecode import CoReCodeConfig
+
+    fields = {"n_fresh_tasks": 0, **cfg.corecode, "seed": seed, "rl_steps": cfg.rl_steps, "n_test_tasks": cfg.n_test_tasks,
+              "tasks_per_step": cfg.tasks_per_step, "eval_samples_per_task": cfg.eval_samples_per_task,
+              "train_roles": list(CORECODE_VARIANTS[name]), "out_dir": _run_dir(cfg, "corecode", seed, name)}
+    ccfg = from_mapping(CoReCodeConfig, fields, "--set corecode")
+    return replace(ccfg, sft=replace(ccfg.sft, epochs=cfg.sft_epochs))
+
+
 def _corecode_run(cfg: TrainingStudyConfig, seed: int, name: str) -> dict[str, Any]:
     from coral.evaluation import task_pass_rates
-    from coral.train.corecode import CoReCodeConfig, train_corecode
+    from coral.train.corecode import train_corecode
 
-    ccfg = CoReCodeConfig(seed=seed, rl_steps=cfg.rl_steps, n_test_tasks=cfg.n_test_tasks, n_fresh_tasks=0,
-                          tasks_per_step=cfg.tasks_per_step, eval_samples_per_task=cfg.eval_samples_per_task,
-                          train_roles=CORECODE_VARIANTS[name], out_dir=_run_dir(cfg, "corecode", seed, name))
-    ccfg = replace(ccfg, sft=replace(ccfg.sft, epochs=cfg.sft_epochs))
+    ccfg = corecode_config(cfg, seed, name)
     summary = train_corecode(ccfg, progress=False)
     out = Path(ccfg.out_dir)
     return {"sft": task_pass_rates(out / "eval_sft_sampled" / "samples.jsonl"),
             "rl": task_pass_rates(out / "eval_rl_sampled" / "samples.jsonl"),
             "greedy": {"sft": summary["pass@1_sft"], "rl": summary["pass@1_rl"]},
-            "analysis": run_analysis(out / "metrics.jsonl"), "codes_per_task": ccfg.plans_per_task * ccfg.codes_per_plan,
-            "lr": ccfg.rl.lr}
+            "analysis": run_analysis(out / "metrics.jsonl")}
 
 
-def _single_coder(cfg: TrainingStudyConfig, seed: int, codes_per_task: int, lr: float, sandbox: Any) -> dict[str, Any]:
-    """MARS2's single-agent best-of-N GRPO at `codes_per_task` nodes per tree; sampled pass@1 per task from
-    `eval_samples_per_task` independent samples on the test split, before and after RL."""
+def _single_coder(cfg: TrainingStudyConfig, seed: int, ccfg: Any, sandbox: Any) -> dict[str, Any]:
+    """MARS2's single-agent best-of-N GRPO with CoRe-Code's codes per task, train tasks, code length, SFT
+    and learning rate (`ccfg`); sampled pass@1 per task from `eval_samples_per_task` independent samples
+    on the test split, before and after RL."""
     from efficacy_scaling import sample_pass_rate
     from mars2_compare import cached_cold_start
 
@@ -61,10 +71,14 @@ def _single_coder(cfg: TrainingStudyConfig, seed: int, codes_per_task: int, lr: 
     from coral.train.mars2 import MARS2Config, make_tree_agents, train_mars2
     from coral.workflows.tree import TreeConfig, search
 
-    base = MARS2Config(seed=seed, agents=1, algorithm="best_of_n", shaping=False, n_train_tasks=4000,
-                       n_test_tasks=cfg.n_test_tasks, rl_steps=cfg.rl_steps, tasks_per_step=cfg.tasks_per_step,
-                       max_nodes_per_tree=codes_per_task, out_dir=_run_dir(cfg, "corecode", seed, SINGLE))
-    mcfg = replace(base, sft=replace(base.sft, epochs=cfg.sft_epochs), rl=replace(base.rl, lr=lr))
+    codes_per_task = ccfg.plans_per_task * ccfg.codes_per_plan
+    base = MARS2Config(seed=seed, agents=1, algorithm="best_of_n", shaping=False, n_train_tasks=ccfg.n_train_tasks,
+                       n_test_tasks=ccfg.n_test_tasks, rl_steps=ccfg.rl_steps, tasks_per_step=ccfg.tasks_per_step,
+                       max_nodes_per_tree=codes_per_task, max_new_tokens=ccfg.max_new_tokens,
+                       min_depth=ccfg.min_depth, max_depth=ccfg.max_depth, refine_examples=0,  # best-of-N never refines
+                       out_dir=_run_dir(cfg, "corecode", seed, SINGLE))
+    mcfg = replace(base, sft=replace(base.sft, epochs=ccfg.sft.epochs, lr=ccfg.sft.lr, batch_size=ccfg.sft.batch_size),
+                   rl=replace(base.rl, lr=ccfg.rl.lr))
     train, test = build_tasks(mcfg.splits)
     cold = cached_cold_start(mcfg, train, sandbox, Path(cfg.cold_cache))
     # train_mars2 searches its second task list after RL: one validation task, so the test split is searched once
@@ -76,7 +90,7 @@ def _single_coder(cfg: TrainingStudyConfig, seed: int, codes_per_task: int, lr: 
         trees = search(test, make_tree_agents(mcfg, policies), sandbox,
                        TreeConfig("best_of_n", cfg.eval_samples_per_task, seed=seed), step=EVAL_STEP)
         rates[when] = {t.task_id: sample_pass_rate([t]) for t in trees}
-    return {**rates, "analysis": run_analysis(Path(mcfg.out_dir) / "metrics.jsonl"), "codes_per_task": codes_per_task}
+    return {**rates, "analysis": run_analysis(Path(mcfg.out_dir) / "metrics.jsonl")}
 
 
 def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
@@ -85,9 +99,8 @@ def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
     per_seed: dict[int, dict[str, Any]] = {}
     for seed in cfg.seeds:
         runs = {name: _corecode_run(cfg, seed, name) for name in CORECODE_VARIANTS}
-        both = runs["both (CoRe-Code)"]
         with Sandbox(workers=2) as sandbox:
-            runs[SINGLE] = _single_coder(cfg, seed, both["codes_per_task"], both["lr"], sandbox)
+            runs[SINGLE] = _single_coder(cfg, seed, corecode_config(cfg, seed, "both (CoRe-Code)"), sandbox)
         per_seed[seed] = runs
     table = _corecode_rows(per_seed)
     save_run(Path(cfg.out) / "corecode" / "results.json", asdict(cfg), {"per_seed": per_seed})

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,11 @@ class TrainingStudyConfig:
     n_test_tasks: int = 100  # test-split tasks per seed
     max_nodes_per_tree: int = 8  # B: nodes per tree in training and evaluation
     tasks_per_step: int = 16
+    n_train_tasks: int = 3000  # B: the cold start's and RL's train-split tasks (C: CoRe-Code's own 4000)
+    max_new_tokens: int = 96  # B: longest code, in tokens
+    # C: further CoReCodeConfig fields of every ablation run (e.g. {"n_train_tasks": 2000}); the single coder
+    # takes n_train_tasks, max_new_tokens and plans x codes from the same resolved config
+    corecode: dict[str, Any] = field(default_factory=dict)
     eval_samples_per_task: int = 4  # C: samples per test task for sampled pass@1
     out: str = "runs/efficacy"
     cold_cache: str = "runs/efficacy_cold"
@@ -88,7 +93,8 @@ def _mars2_base(cfg: TrainingStudyConfig, seed: int, **fields: Any) -> Any:
     from coral.train.mars2 import MARS2Config
 
     base = MARS2Config(seed=seed, rl_steps=cfg.rl_steps, n_test_tasks=cfg.n_test_tasks,
-                       max_nodes_per_tree=cfg.max_nodes_per_tree, tasks_per_step=cfg.tasks_per_step, **fields)
+                       max_nodes_per_tree=cfg.max_nodes_per_tree, tasks_per_step=cfg.tasks_per_step,
+                       n_train_tasks=cfg.n_train_tasks, max_new_tokens=cfg.max_new_tokens, **fields)
     return replace(base, sft=replace(base.sft, epochs=cfg.sft_epochs))
 
 

@@ -52,3 +52,57 @@ def test_the_study_config_refuses_repeated_seeds_and_bad_lrs(training, load_expe
         from_mapping(training.TrainingStudyConfig, {"seeds": [0, 0]}, "--set")
     with pytest.raises(UserInputError, match="lrs"):
         from_mapping(training.TrainingStudyConfig, {"lrs": [0.0]}, "--set")
+
+
+@pytest.mark.slow  # no SFT, but trains 3 variants x 2 lrs x 2 seeds and searches: minutes on 2 busy cores
+def test_a_tiny_mars2_study_chooses_lrs_on_validation_and_reports_every_variant(training, load_experiment, tmp_path,
+                                                                                monkeypatch):
+    import sys
+
+    from coral.policy import tiny_policy
+
+    tiny = [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(2)]
+    monkeypatch.setattr(sys.modules["mars2_compare"], "cached_cold_start", lambda cfg, train, sandbox, cache: tiny)
+    md = tmp_path / "efficacy.md"
+    fields = {"seeds": [0, 1], "rl_steps": 1, "lrs": [1e-4, 2e-4], "n_val_tasks": 2, "n_test_tasks": 2,
+              "max_nodes_per_tree": 2, "tasks_per_step": 2, "n_train_tasks": 20, "max_new_tokens": 8,
+              "out": str(tmp_path / "out"), "results_md": str(md)}
+    monkeypatch.setattr(sys, "argv", ["efficacy.py", "mars2", "--set", json.dumps(fields)])
+    load_experiment("efficacy").main()
+    saved = json.loads((tmp_path / "out" / "mars2" / "results.json").read_text())
+    assert set(saved["numbers"]["chosen_lr"]) == set(training.MARS2_VARIANTS)
+    assert set(saved["numbers"]["per_seed"]["0"]["val"]["MARS2 + shaping"]) == {"0.0001", "0.0002"}
+    text = md.read_text()
+    for name in [*training.MARS2_VARIANTS, "cold start, 1 agent", "cold start, 2 agents"]:
+        assert f"| {name} |" in text
+
+
+@pytest.mark.slow  # three tiny CoRe-Code runs (SFT, RL, evaluations) and a single-coder run: about a minute
+def test_a_tiny_corecode_ablation_reports_every_variant_and_the_single_coder(training, load_experiment, tmp_path,
+                                                                             monkeypatch):
+    import sys
+
+    from coral.policy import tiny_policy
+
+    monkeypatch.setattr(sys.modules["mars2_compare"], "cached_cold_start",
+                        lambda cfg, train, sandbox, cache: [tiny_policy(seed=0, d_model=32, n_layers=1)])
+    md = tmp_path / "efficacy.md"
+    tiny = {"n_train_tasks": 40, "d_model": 32, "n_layers": 1, "plans_per_task": 2, "codes_per_plan": 2,
+            "max_new_tokens": 16, "sandbox_workers": 1}
+    fields = {"seeds": [0], "rl_steps": 1, "sft_epochs": 0.5, "n_test_tasks": 3, "tasks_per_step": 2,
+              "eval_samples_per_task": 2, "corecode": tiny, "out": str(tmp_path / "out"), "results_md": str(md)}
+    monkeypatch.setattr(sys, "argv", ["efficacy.py", "corecode", "--set", json.dumps(fields)])
+    load_experiment("efficacy").main()
+    saved = json.loads((tmp_path / "out" / "corecode" / "results.json").read_text())
+    runs = saved["numbers"]["per_seed"]["0"]
+    assert set(runs) == {*training.CORECODE_VARIANTS, "single-coder GRPO"}
+    assert all(len(r["rl"]) == 3 for r in runs.values())  # the same 3 test tasks for every run
+    assert "against single-coder GRPO after RL" in md.read_text()
+
+
+def test_a_corecode_field_the_recipe_does_not_know_is_named(training, load_experiment):
+    from coral.config import UserInputError
+
+    cfg = training.TrainingStudyConfig(corecode={"plans_per_tsk": 2})
+    with pytest.raises(UserInputError, match="plans_per_tsk"):
+        load_experiment("efficacy_corecode").corecode_config(cfg, 0, "coder RL only")
