@@ -62,6 +62,9 @@ class ScalingConfig:
     # (seeds then differ in test tasks and sampling streams only: cheaper, and blind to cold-start spread)
     cold_start_seed: int | None = 0
     max_new_tokens: int = 96  # longest code, in tokens (MARS2's default)
+    # stop before the test phase when the chosen depth's validation pass rate is below this: every method
+    # would score about 0, and the test phase costs most of the study
+    min_val_rate: float = 0.05
     out: str = "runs/efficacy/scaling"  # trees and per-run JSON
     cold_cache: str = "runs/efficacy_cold"  # cached cold starts, shared with experiments/mars2_compare.py
     results_md: str = "docs/results/efficacy.md"
@@ -149,6 +152,17 @@ def validate(cfg: ScalingConfig, cold: Mapping[int, list[Any]], sandbox: Any) ->
     return {"per_seed": rates, "mean": means, "chosen": closest_to(means, 0.5)}
 
 
+def too_weak(val: Mapping[str, Any], min_rate: float) -> str | None:
+    """Why the test phase would be wasted (the chosen depth's validation rate is below `min_rate`), or None."""
+    rate = val["mean"][val["chosen"]]
+    if rate >= min_rate:
+        return None
+    rates = ", ".join(f"depth {d}: {r:.3f}" for d, r in val["mean"].items())
+    return (f"the cold start's per-sample validation pass rate is {rate:.3f} at its best depth ({rates}), below "
+            f"min_val_rate={min_rate}: every method would score about 0 on test. Train a stronger cold start "
+            f"(sft_epochs, n_train_tasks, refine_examples) before the test phase.")
+
+
 def evaluate_test(cfg: ScalingConfig, cold: Mapping[int, list[Any]], depth: tuple[int, int], sandbox: Any,
          ) -> dict[str, dict[int, dict[int, dict[str, dict[str, float]]]]]:
     """method -> seed -> budget -> figure -> task -> 0/1, on each seed's own test tasks."""
@@ -214,6 +228,12 @@ def run(cfg: ScalingConfig) -> dict[str, Any]:
             cold = {seed: shared for seed in cfg.seeds}
         print(f"cold starts ready ({time.perf_counter() - t0:.0f}s)", flush=True)
         val = validate(cfg, cold, sandbox)
+        save_run(Path(cfg.out) / "validation.json", asdict(cfg), val)
+        stop = too_weak(val, cfg.min_val_rate)
+        if stop is not None:
+            write_section(Path(cfg.results_md), "scaling", f"Stopped after validation (`{Path(cfg.out) / 'validation.json'}`): "
+                          + stop + "\n")
+            raise RuntimeError(stop)
         lo, hi = (int(x) for x in val["chosen"].split("-"))
         print(f"chosen on validation: depth {lo}-{hi} (per-sample pass rate {val['mean'][val['chosen']]:.3f})", flush=True)
         figures = evaluate_test(cfg, cold, (lo, hi), sandbox)

@@ -121,7 +121,7 @@ def test_a_tiny_run_chooses_a_depth_on_validation_and_writes_table_plot_and_json
     runner = load_experiment("efficacy")
     md = tmp_path / "efficacy.md"
     fields = {"seeds": [0, 1], "budgets": [1, 2], "n_test_tasks": 2, "n_val_tasks": 2, "val_budget": 1,
-              "depths": [[2, 2], [3, 3]], "max_new_tokens": 8, "out": str(tmp_path / "out"), "results_md": str(md)}
+              "depths": [[2, 2], [3, 3]], "max_new_tokens": 8, "min_val_rate": 0.0, "out": str(tmp_path / "out"), "results_md": str(md)}
     monkeypatch.setattr(sys, "argv", ["efficacy.py", "scaling", "--set", json.dumps(fields)])
     runner.main()
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -130,3 +130,9 @@ def test_a_tiny_run_chooses_a_depth_on_validation_and_writes_table_plot_and_json
     text = md.read_text()
     assert "<!-- scaling:begin -->" in text and "AB-MCTS-A, 2 agents | 2 |" in text
     ET.fromstring((tmp_path / "efficacy_scaling.svg").read_text())
+
+
+def test_a_cold_start_that_solves_nothing_on_validation_stops_before_the_test_phase(scaling):
+    val = {"mean": {"1-2": 0.01, "2-2": 0.0}, "chosen": "1-2"}
+    assert "0.010 at its best depth (depth 1-2: 0.010, depth 2-2: 0.000)" in scaling.too_weak(val, 0.05)
+    assert scaling.too_weak({"mean": {"1-2": 0.3}, "chosen": "1-2"}, 0.05) is None
