@@ -1,0 +1,52 @@
+"""The efficacy studies of issue #24, one command each, on the fixed protocol of efficacy_protocol.py:
+
+    python experiments/efficacy.py scaling   # A: best-of-N vs AB-MCTS-A, 1 and 2 agents, budgets 4-32, no training
+    python experiments/efficacy.py mars2     # B: single-agent GRPO vs MARS2 with/without shaping, equal samples
+    python experiments/efficacy.py corecode  # C: CoRe-Code role ablation and single-coder GRPO at equal codes
+
+`--set '{"field": value}'` overrides the study's config fields (ScalingConfig / TrainingStudyConfig).
+Each writes its per-run JSON (command, config, commit, load average, numbers) under the config's `out`
+and its table into a section of docs/results/efficacy.md. Run from the repository root with
+PYTHONPATH=. so the checkout's `coral` is the one imported.
+
+This script does NOT hold any study logic; it parses the command line and calls the study.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling efficacy_* and mars2_compare modules
+
+STUDIES = {  # name -> (module, config class, entry point)
+    "scaling": ("efficacy_scaling", "ScalingConfig", "run"),
+    "mars2": ("efficacy_training", "TrainingStudyConfig", "run_mars2"),
+    "corecode": ("efficacy_corecode", "TrainingStudyConfig", "run_corecode"),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    import importlib
+
+    from coral.config import UserInputError, from_mapping
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("study", choices=sorted(STUDIES))
+    ap.add_argument("--set", default="{}", help="JSON of config fields, e.g. '{\"seeds\": [0, 1, 2], \"n_test_tasks\": 40}'")
+    args = ap.parse_args(argv)
+    try:
+        fields = json.loads(args.set)
+    except json.JSONDecodeError as exc:
+        raise UserInputError(f"--set: not JSON ({exc})") from None
+    module_name, cls_name, entry = STUDIES[args.study]
+    module = importlib.import_module(module_name)
+    cfg = from_mapping(getattr(module, cls_name) if hasattr(module, cls_name) else
+                       getattr(importlib.import_module("efficacy_training"), cls_name), fields, "--set")
+    getattr(module, entry)(cfg)
+
+
+if __name__ == "__main__":
+    main()

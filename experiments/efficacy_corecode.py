@@ -1,0 +1,133 @@
+"""Study C of issue #24: the CoRe-Code ablation (SFT only, coder RL only, planner RL only, both) and
+CoRe-Code against single-coder GRPO given the same number of sampled codes per task, over seeds.
+
+Each ablation run is `train_corecode` at the recipe's defaults with `train_roles` set (no tuning: the
+defaults come from earlier studies, docs/results/corecode.md); its own evaluation after SFT is the
+"SFT only" figure, so every change is paired against the same cold start. Single-coder GRPO is MARS2's
+best-of-N recipe with one agent of the coder's shape, `plans_per_task x codes_per_plan` codes per task,
+the same tasks per step, RL steps, SFT epochs and learning rate; both are scored by sampled pass@1 (the
+per-sample pass rate at the RL temperature) on the same test tasks. The single coder has MARS2's first agent
+shape (d_model 128, 4 layers: CoRe-Code's default coder shape).
+
+This module does NOT change either recipe; see experiments/efficacy_training.py for the shared analysis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from efficacy_protocol import (
+    fmt_change,
+    fmt_mean_se,
+    markdown_table,
+    over_seeds,
+    pooled_paired_change,
+    save_run,
+    write_section,
+)
+from efficacy_training import CORECODE_VARIANTS, TrainingStudyConfig, _run_dir, run_analysis
+
+SINGLE = "single-coder GRPO"
+
+
+def corecode_config(cfg: TrainingStudyConfig, seed: int, name: str) -> Any:
+    """The ablation run's CoReCodeConfig: the study's shared fields over `cfg.corecode`, roles from `name`."""
+    from coral.config import from_mapping
+    from coral.train.corecode import CoReCodeConfig
+
+    fields = {"n_fresh_tasks": 0, **cfg.corecode, "seed": seed, "rl_steps": cfg.rl_steps, "n_test_tasks": cfg.n_test_tasks,
+              "tasks_per_step": cfg.tasks_per_step, "eval_samples_per_task": cfg.eval_samples_per_task,
+              "train_roles": list(CORECODE_VARIANTS[name]), "out_dir": _run_dir(cfg, "corecode", seed, name)}
+    ccfg = from_mapping(CoReCodeConfig, fields, "--set corecode")
+    return replace(ccfg, sft=replace(ccfg.sft, epochs=cfg.sft_epochs))
+
+
+def _corecode_run(cfg: TrainingStudyConfig, seed: int, name: str) -> dict[str, Any]:
+    from coral.evaluation import task_pass_rates
+    from coral.train.corecode import train_corecode
+
+    ccfg = corecode_config(cfg, seed, name)
+    summary = train_corecode(ccfg, progress=False)
+    out = Path(ccfg.out_dir)
+    return {"sft": task_pass_rates(out / "eval_sft_sampled" / "samples.jsonl"),
+            "rl": task_pass_rates(out / "eval_rl_sampled" / "samples.jsonl"),
+            "greedy": {"sft": summary["pass@1_sft"], "rl": summary["pass@1_rl"]},
+            "analysis": run_analysis(out / "metrics.jsonl")}
+
+
+def _single_coder(cfg: TrainingStudyConfig, seed: int, ccfg: Any, sandbox: Any) -> dict[str, Any]:
+    """MARS2's single-agent best-of-N GRPO with CoRe-Code's codes per task, train tasks, code length, SFT
+    and learning rate (`ccfg`); sampled pass@1 per task from `eval_samples_per_task` independent samples
+    on the test split, before and after RL."""
+    from efficacy_scaling import sample_pass_rate
+    from mars2_compare import cached_cold_start
+
+    from coral.benchmarks.procedural import make_tasks
+    from coral.benchmarks.splits import build_tasks
+    from coral.policy.hf import HFPolicy
+    from coral.seeding import EVAL_STEP
+    from coral.train.mars2 import MARS2Config, make_tree_agents, train_mars2
+    from coral.workflows.tree import TreeConfig, search
+
+    codes_per_task = ccfg.plans_per_task * ccfg.codes_per_plan
+    base = MARS2Config(seed=seed, agents=1, algorithm="best_of_n", shaping=False, n_train_tasks=ccfg.n_train_tasks,
+                       n_test_tasks=ccfg.n_test_tasks, rl_steps=ccfg.rl_steps, tasks_per_step=ccfg.tasks_per_step,
+                       max_nodes_per_tree=codes_per_task, max_new_tokens=ccfg.max_new_tokens,
+                       min_depth=ccfg.min_depth, max_depth=ccfg.max_depth, refine_examples=0,  # best-of-N never refines
+                       out_dir=_run_dir(cfg, "corecode", seed, SINGLE))
+    mcfg = replace(base, sft=replace(base.sft, epochs=ccfg.sft.epochs, lr=ccfg.sft.lr, batch_size=ccfg.sft.batch_size),
+                   rl=replace(base.rl, lr=ccfg.rl.lr))
+    train, test = build_tasks(mcfg.splits)
+    cold = cached_cold_start(mcfg, train, sandbox, Path(cfg.cold_cache))
+    # train_mars2 searches its second task list after RL: one validation task, so the test split is searched once
+    val = make_tasks(1, "validation", min_depth=mcfg.min_depth, max_depth=mcfg.max_depth, seed=seed)
+    train_mars2(mcfg, policies=cold, tasks=(train, val), sandbox=sandbox, progress=False, eval_before=False)
+    trained = [HFPolicy.load(Path(mcfg.out_dir) / "final" / "agent0")]
+    rates = {}
+    for when, policies in (("sft", cold), ("rl", trained)):
+        trees = search(test, make_tree_agents(mcfg, policies), sandbox,
+                       TreeConfig("best_of_n", cfg.eval_samples_per_task, seed=seed), step=EVAL_STEP)
+        rates[when] = {t.task_id: sample_pass_rate([t]) for t in trees}
+    return {**rates, "analysis": run_analysis(Path(mcfg.out_dir) / "metrics.jsonl")}
+
+
+def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
+    from coral.sandbox import Sandbox
+
+    per_seed: dict[int, dict[str, Any]] = {}
+    for seed in cfg.seeds:
+        runs = {name: _corecode_run(cfg, seed, name) for name in CORECODE_VARIANTS}
+        with Sandbox(workers=2) as sandbox:
+            runs[SINGLE] = _single_coder(cfg, seed, corecode_config(cfg, seed, "both (CoRe-Code)"), sandbox)
+        per_seed[seed] = runs
+    table = _corecode_rows(per_seed)
+    save_run(Path(cfg.out) / "corecode" / "results.json", asdict(cfg), {"per_seed": per_seed})
+    head = (f"Seeds {list(cfg.seeds)}, {cfg.n_test_tasks} test tasks each, {cfg.rl_steps} RL steps, sampled pass@1 from "
+            f"{cfg.eval_samples_per_task} samples per task at the RL temperature; CoRe-Code at its defaults.\n\n")
+    write_section(Path(cfg.results_md), "corecode", head + table)
+    return {"per_seed": per_seed}
+
+
+def _rate(per_task: dict[str, float]) -> float:
+    return sum(per_task.values()) / len(per_task)
+
+
+def _corecode_rows(per_seed: dict[int, dict[str, Any]]) -> str:
+    seeds = sorted(per_seed)
+    rows = []
+    for name in per_seed[seeds[0]]:
+        before = {s: per_seed[s][name]["sft"] for s in seeds}
+        after = {s: per_seed[s][name]["rl"] for s in seeds}
+        a = [per_seed[s][name]["analysis"] for s in seeds]
+        rows.append([name, fmt_mean_se(over_seeds({s: _rate(before[s]) for s in seeds})),
+                     fmt_mean_se(over_seeds({s: _rate(after[s]) for s in seeds})),
+                     fmt_change(pooled_paired_change(before, after)),
+                     f"{sum(x['reward_first'] for x in a) / len(a):.3f} → {sum(x['reward_last'] for x in a) / len(a):.3f}",
+                     f"{sum(x['zero_advantage_turns'] for x in a) / len(a):.2f}"])
+    both = "both (CoRe-Code)"
+    vs = pooled_paired_change({s: per_seed[s][SINGLE]["rl"] for s in seeds}, {s: per_seed[s][both]["rl"] for s in seeds})
+    return (markdown_table(["variant", "SFT only (its own cold start)", "after RL", "change (paired, pooled over seeds)",
+                            "train reward first → last 3 steps", "zero-advantage turns"], rows)
+            + f"\nCoRe-Code after RL against single-coder GRPO after RL (paired per task): {fmt_change(vs)}\n")

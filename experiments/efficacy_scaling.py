@@ -1,0 +1,253 @@
+"""Study A of issue #24: inference-time scaling without training. Held-out Pass@1 / Pass@N of best-of-N
+and AB-MCTS-A (refinement from public-test feedback), each with one agent and with two, at node budgets
+4, 8, 16, 32, from MARS2's cold-started tiny agents (cached per seed), over seeds with disjoint test tasks.
+
+Protocol (experiments/efficacy_protocol.py):
+1. Validation: each seed's cold-started first agent samples `val_budget` codes for each of `n_val_tasks`
+   validation-split tasks per candidate depth range; the range whose mean per-sample pass rate over seeds
+   is closest to 0.5 is chosen ("the depth where the cold start solves about half").
+2. Test, once: every method grows one tree of the largest budget per test task of each seed. The figure
+   at a smaller budget k is read from the first k nodes of that tree: exactly the tree a budget-k run
+   grows, because selection draws from streams keyed by (seed, task, tree size), never by the budget,
+   and every request's sampling stream is keyed by its node index (tests/experiments pin this down).
+   For best-of-N it is the usual "first k samples" estimate.
+Changes are paired per task against best-of-N with one agent at the same budget.
+
+This module does NOT train; it does not tune the search (AB-MCTS-A's priors are the paper's).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from efficacy_protocol import (
+    closest_to,
+    fmt_change,
+    fmt_mean_se,
+    markdown_table,
+    over_seeds,
+    pooled_paired_change,
+    save_run,
+    write_section,
+)
+
+METHODS = {  # name -> (tree search, number of agents)
+    "best-of-N, 1 agent": ("best_of_n", 1),
+    "best-of-N, 2 agents": ("best_of_n", 2),
+    "AB-MCTS-A, 1 agent": ("abmcts", 1),
+    "AB-MCTS-A, 2 agents": ("abmcts", 2),
+}
+BASELINE = "best-of-N, 1 agent"
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    seeds: tuple[int, ...] = (0, 1, 2)  # each: its own cold start, validation draw and disjoint test tasks
+    budgets: tuple[int, ...] = (4, 8, 16, 32)  # node budgets per tree, root excluded
+    n_test_tasks: int = 40  # held-out test-split tasks per seed
+    n_val_tasks: int = 30  # validation-split tasks per seed and depth range
+    val_budget: int = 4  # samples per validation task (the per-sample pass rate is the figure)
+    depths: tuple[tuple[int, int], ...] = ((1, 2), (2, 2), (3, 3))  # candidate (min, max) composition depths
+    # The cold start, sized for a shared 2-core machine (MARS2's defaults: 2 epochs, 3000 tasks, 1000
+    # refine examples, one cold start per seed; the cache key holds all of them)
+    sft_epochs: float = 3.0
+    n_train_tasks: int = 1000  # the cold start's train-split tasks (solve examples)
+    refine_examples: int = 300  # the cold start's refine-from-feedback examples
+    # None: each seed its own cold start; a seed: every seed searches with that seed's cold-started agents
+    # (seeds then differ in test tasks and sampling streams only: cheaper, and blind to cold-start spread)
+    cold_start_seed: int | None = 0
+    max_new_tokens: int = 96  # longest code, in tokens (MARS2's default)
+    # stop before the test phase when the chosen depth's validation pass rate is below this: every method
+    # would score about 0, and the test phase costs most of the study
+    min_val_rate: float = 0.05
+    out: str = "runs/efficacy/scaling"  # trees and per-run JSON
+    cold_cache: str = "runs/efficacy_cold"  # cached cold starts, shared with experiments/mars2_compare.py
+    results_md: str = "docs/results/efficacy.md"
+
+    def __post_init__(self) -> None:
+        if len(self.seeds) < 1 or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"field 'seeds' must be distinct, got {self.seeds}")
+        if not self.budgets or min(self.budgets) < 1:
+            raise ValueError(f"field 'budgets' must be >= 1, got {self.budgets}")
+        for lo, hi in self.depths:
+            if not 1 <= lo <= hi:
+                raise ValueError(f"field 'depths': ({lo}, {hi}) is not a depth range")
+
+
+def budget_figures(trees: Sequence[Any], budgets: Sequence[int]) -> dict[int, dict[str, dict[str, float]]]:
+    """budget -> {"pass@1": task -> 0/1, "pass@n": task -> 0/1} from each tree's first `budget` nodes."""
+    from coral.workflows.tree import Tree
+
+    out: dict[int, dict[str, dict[str, float]]] = {}
+    for k in budgets:
+        short = [t for t in trees if t.size < k]
+        if short:
+            raise ValueError(f"budget {k}: tree {short[0].task_id!r} holds only {short[0].size} nodes")
+        prefixes = [Tree(t.task_id, t.nodes[:k + 1]) for t in trees]
+        out[k] = {"pass@1": {t.task_id: float(t.pass_at_1()) for t in prefixes},
+                  "pass@n": {t.task_id: float(t.pass_at_n()) for t in prefixes}}
+    return out
+
+
+def sample_pass_rate(trees: Sequence[Any]) -> float:
+    """Fraction of all nodes (samples) whose code passes the private tests."""
+    nodes = [n for t in trees for n in t.nodes[1:]]
+    if not nodes:
+        raise ValueError("sample_pass_rate: no nodes")
+    return sum(n.private is not None and n.private.passed for n in nodes) / len(nodes)
+
+
+def _grow(policies: Sequence[Any], tasks: Sequence[Any], algorithm: str, budget: int, seed: int,
+          sandbox: Any, path: Path, max_new_tokens: int) -> list[Any]:
+    """One tree per task (loaded from `path` when an earlier run grew it with the same settings)."""
+    from coral.seeding import EVAL_STEP
+    from coral.train.mars2 import MARS2Config, make_tree_agents
+    from coral.workflows.tree import Tree, TreeConfig, search
+
+    key = {"algorithm": algorithm, "budget": budget, "seed": seed, "agents": len(policies), "max_new_tokens": max_new_tokens,
+           "tasks": [t.id for t in tasks]}
+    if path.is_file():
+        saved = json.loads(path.read_text())
+        if saved["key"] == key:
+            return [Tree.from_dict(d) for d in saved["trees"]]
+    agents = make_tree_agents(MARS2Config(seed=seed, agents=len(policies), max_new_tokens=max_new_tokens), policies)
+    trees = search(tasks, agents, sandbox, TreeConfig(algorithm, budget, seed=seed), step=EVAL_STEP)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"key": key, "trees": [t.to_dict() for t in trees]}))
+    return trees
+
+
+def _cold_start(cfg: ScalingConfig, seed: int, sandbox: Any) -> list[Any]:
+    from dataclasses import replace
+
+    from mars2_compare import cached_cold_start
+
+    from coral.benchmarks.splits import build_tasks
+    from coral.train.mars2 import MARS2Config
+
+    base = MARS2Config(seed=seed, n_train_tasks=cfg.n_train_tasks, refine_examples=cfg.refine_examples)
+    mcfg = replace(base, sft=replace(base.sft, epochs=cfg.sft_epochs))
+    return cached_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache))
+
+
+def validate(cfg: ScalingConfig, cold: Mapping[int, list[Any]], sandbox: Any) -> dict[str, Any]:
+    """Per depth range: each seed's per-sample pass rate of the first agent on validation tasks."""
+    from coral.benchmarks.procedural import make_tasks
+
+    rates: dict[str, dict[int, float]] = {}
+    for lo, hi in cfg.depths:
+        name = f"{lo}-{hi}"
+        for seed in cfg.seeds:
+            tasks = make_tasks(cfg.n_val_tasks, "validation", min_depth=lo, max_depth=hi, seed=seed)
+            trees = _grow(cold[seed][:1], tasks, "best_of_n", cfg.val_budget, seed, sandbox,
+                          Path(cfg.out) / f"seed{seed}" / f"val_{name}.json", cfg.max_new_tokens)
+            rates.setdefault(name, {})[seed] = sample_pass_rate(trees)
+            print(f"validation depth {name} seed {seed}: per-sample pass rate {rates[name][seed]:.3f}", flush=True)
+    means = {name: over_seeds(r)["mean"] for name, r in rates.items()}
+    return {"per_seed": rates, "mean": means, "chosen": closest_to(means, 0.5)}
+
+
+def too_weak(val: Mapping[str, Any], min_rate: float) -> str | None:
+    """Why the test phase would be wasted (the chosen depth's validation rate is below `min_rate`), or None."""
+    rate = val["mean"][val["chosen"]]
+    if rate >= min_rate:
+        return None
+    rates = ", ".join(f"depth {d}: {r:.3f}" for d, r in val["mean"].items())
+    return (f"the cold start's per-sample validation pass rate is {rate:.3f} at its best depth ({rates}), below "
+            f"min_val_rate={min_rate}: every method would score about 0 on test. Train a stronger cold start "
+            f"(sft_epochs, n_train_tasks, refine_examples) before the test phase.")
+
+
+def evaluate_test(cfg: ScalingConfig, cold: Mapping[int, list[Any]], depth: tuple[int, int], sandbox: Any,
+         ) -> dict[str, dict[int, dict[int, dict[str, dict[str, float]]]]]:
+    """method -> seed -> budget -> figure -> task -> 0/1, on each seed's own test tasks."""
+    from coral.benchmarks.procedural import make_tasks
+
+    figures: dict[str, dict[int, Any]] = {m: {} for m in METHODS}
+    for seed in cfg.seeds:
+        # seed + 1, as coral.benchmarks.splits.build_tasks draws the test split of a seed
+        tasks = make_tasks(cfg.n_test_tasks, "test", min_depth=depth[0], max_depth=depth[1], seed=seed + 1)
+        for method, (algorithm, n_agents) in METHODS.items():
+            t0 = time.perf_counter()
+            trees = _grow(cold[seed][:n_agents], tasks, algorithm, max(cfg.budgets), seed, sandbox,
+                          Path(cfg.out) / f"seed{seed}" / f"test_{algorithm}_{n_agents}.json", cfg.max_new_tokens)
+            figures[method][seed] = budget_figures(trees, cfg.budgets)
+            top = figures[method][seed][max(cfg.budgets)]
+            print(f"test seed {seed} {method}: pass@1 {_rate(top['pass@1']):.3f} pass@N {_rate(top['pass@n']):.3f} "
+                  f"({time.perf_counter() - t0:.0f}s)", flush=True)
+    return figures
+
+
+def _rate(per_task: Mapping[str, float]) -> float:
+    return sum(per_task.values()) / len(per_task)
+
+
+def summarise(figures: Mapping[str, Mapping[int, Any]], budgets: Sequence[int]) -> dict[str, Any]:
+    """method -> budget -> figure -> {mean, se over seeds, change vs BASELINE (paired, pooled)}."""
+    out: dict[str, Any] = {}
+    for method, per_seed in figures.items():
+        for k in budgets:
+            for fig in ("pass@1", "pass@n"):
+                entry = over_seeds({s: _rate(per_seed[s][k][fig]) for s in per_seed})
+                entry["per_seed"] = {s: _rate(per_seed[s][k][fig]) for s in per_seed}
+                if method != BASELINE:
+                    entry["change"] = pooled_paired_change({s: figures[BASELINE][s][k][fig] for s in per_seed},
+                                                           {s: per_seed[s][k][fig] for s in per_seed})
+                out.setdefault(method, {}).setdefault(k, {})[fig] = entry
+    return out
+
+
+def table(summary: Mapping[str, Any], budgets: Sequence[int]) -> str:
+    rows = []
+    for method, per_budget in summary.items():
+        for k in budgets:
+            e = per_budget[k]
+            rows.append([method, k, fmt_mean_se(e["pass@1"]), fmt_mean_se(e["pass@n"]),
+                         fmt_change(e["pass@1"]["change"]) if "change" in e["pass@1"] else "(baseline)",
+                         fmt_change(e["pass@n"]["change"]) if "change" in e["pass@n"] else "(baseline)"])
+    return markdown_table(["method", "nodes", "Pass@1 (mean ± SE over seeds)", "Pass@N", "Pass@1 change vs "
+                           "best-of-N 1 agent (paired ± SE; tasks up/down)", "Pass@N change"], rows)
+
+
+def run(cfg: ScalingConfig) -> dict[str, Any]:
+    from efficacy_plot import scaling_svg
+
+    from coral.sandbox import Sandbox
+
+    t0 = time.perf_counter()
+    with Sandbox(workers=2) as sandbox:
+        if cfg.cold_start_seed is None:
+            cold = {seed: _cold_start(cfg, seed, sandbox) for seed in cfg.seeds}
+        else:
+            shared = _cold_start(cfg, cfg.cold_start_seed, sandbox)
+            cold = {seed: shared for seed in cfg.seeds}
+        print(f"cold starts ready ({time.perf_counter() - t0:.0f}s)", flush=True)
+        val = validate(cfg, cold, sandbox)
+        save_run(Path(cfg.out) / "validation.json", asdict(cfg), val)
+        stop = too_weak(val, cfg.min_val_rate)
+        if stop is not None:
+            write_section(Path(cfg.results_md), "scaling", f"Stopped after validation (`{Path(cfg.out) / 'validation.json'}`): "
+                          + stop + "\n")
+            raise RuntimeError(stop)
+        lo, hi = (int(x) for x in val["chosen"].split("-"))
+        print(f"chosen on validation: depth {lo}-{hi} (per-sample pass rate {val['mean'][val['chosen']]:.3f})", flush=True)
+        figures = evaluate_test(cfg, cold, (lo, hi), sandbox)
+    summary = summarise(figures, cfg.budgets)
+    numbers = {"validation": val, "depth": [lo, hi], "summary": summary, "wall_s": time.perf_counter() - t0}
+    save_run(Path(cfg.out) / "results.json", asdict(cfg), numbers, per_task=figures)
+    md = Path(cfg.results_md)
+    svg = md.with_name("efficacy_scaling.svg")
+    svg.write_text(scaling_svg(summary, cfg.budgets, f"held-out procedural tasks, depth {lo}-{hi}, "
+                                                     f"{cfg.n_test_tasks} tasks x {len(cfg.seeds)} seeds"))
+    head = (f"Depth {lo}-{hi} (chosen on validation; per-sample pass rate of the cold start by depth range: "
+            + ", ".join(f"{d} {r:.3f}" for d, r in val["mean"].items()) + f"), {cfg.n_test_tasks} test tasks per "
+            f"seed, seeds {list(cfg.seeds)}, cold start {cfg.sft_epochs:g} epochs "
+            + ("(one per seed)" if cfg.cold_start_seed is None else f"(seed {cfg.cold_start_seed}'s, shared by all seeds)")
+            + f". Plot: `{svg.name}`.\n\n")
+    write_section(md, "scaling", head + table(summary, cfg.budgets))
+    return numbers

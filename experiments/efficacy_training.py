@@ -1,0 +1,190 @@
+"""Studies B and C of issue #24: what RL buys over the cold start, over seeds with disjoint test tasks.
+
+B (`mars2`): single-agent GRPO (best-of-N rollouts) against MARS2 without and with tree-consistent
+shaping, at equal samples (same nodes per tree, tasks per step and RL steps), from one cached cold start
+per seed (`sft_epochs`, 6 by default as CoRe-Code's). The RL learning rate of each variant is chosen on
+validation-split tasks (mean Pass@1 over seeds); the test split is then searched once per variant with the
+chosen run's final agents. Per-agent and system Pass@1 / Pass@N; paired changes against the cold start.
+
+C (`corecode`): the CoRe-Code ablation (coder RL only, planner RL only, both; each run's own SFT
+evaluation is the "SFT only" row) at the recipe's default settings (no tuning here), and single-coder
+GRPO (MARS2's best-of-N recipe with one agent, as many codes per task as plans x codes) on the same test
+tasks, compared by sampled pass@1 (the per-sample pass rate at the RL temperature).
+
+Analysis of every run from its metrics.jsonl: training reward over the first and last steps and the
+fraction of sampled turns with zero advantage (their group's rewards all tie, so they teach nothing).
+KL to the cold start and entropy are not logged by the recipes; this module does not compute them.
+It does NOT tune CoRe-Code, and it reuses the recipes' trainers unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from efficacy_protocol import (
+    best_of,
+    fmt_change,
+    fmt_mean_se,
+    markdown_table,
+    over_seeds,
+    pooled_paired_change,
+    save_run,
+    write_section,
+)
+
+MARS2_VARIANTS = {  # name -> MARS2Config overrides
+    "single-agent GRPO": dict(algorithm="best_of_n", shaping=False, agents=1),
+    "MARS2, no shaping": dict(algorithm="abmcts", shaping=False),
+    "MARS2 + shaping": dict(algorithm="abmcts", shaping=True),
+}
+CORECODE_VARIANTS = {"coder RL only": ("coder",), "planner RL only": ("planner",), "both (CoRe-Code)": ("planner", "coder")}
+
+
+@dataclass(frozen=True)
+class TrainingStudyConfig:
+    seeds: tuple[int, ...] = (0, 1, 2)
+    rl_steps: int = 40  # RL steps of every variant (equal samples: same budget x tasks per step x steps)
+    lrs: tuple[float, ...] = (5e-5, 1e-4)  # B: RL learning rates tried on validation
+    sft_epochs: float = 6.0  # B: the cached cold start's epochs; C: CoRe-Code's default is 6 too
+    n_val_tasks: int = 50  # B: validation-split tasks per seed
+    n_test_tasks: int = 100  # test-split tasks per seed
+    max_nodes_per_tree: int = 8  # B: nodes per tree in training and evaluation
+    tasks_per_step: int = 16
+    n_train_tasks: int = 3000  # B: the cold start's and RL's train-split tasks (C: CoRe-Code's own 4000)
+    max_new_tokens: int = 96  # B: longest code, in tokens
+    # C: further CoReCodeConfig fields of every ablation run (e.g. {"n_train_tasks": 2000}); the single coder
+    # takes n_train_tasks, max_new_tokens and plans x codes from the same resolved config
+    corecode: dict[str, Any] = field(default_factory=dict)
+    eval_samples_per_task: int = 4  # C: samples per test task for sampled pass@1
+    out: str = "runs/efficacy"
+    cold_cache: str = "runs/efficacy_cold"
+    results_md: str = "docs/results/efficacy.md"
+
+    def __post_init__(self) -> None:
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"field 'seeds' must be distinct and non-empty, got {self.seeds}")
+        if not self.lrs or min(self.lrs) <= 0:
+            raise ValueError(f"field 'lrs' must be positive learning rates, got {self.lrs}")
+        if self.rl_steps < 1:
+            raise ValueError(f"field 'rl_steps' must be >= 1, got {self.rl_steps}")
+
+
+def run_analysis(metrics_jsonl: Path, window: int = 3) -> dict[str, float]:
+    """Training reward over the first and last `window` steps, and the fraction of sampled turns with
+    zero advantage (turns minus trained turns, summed over every agent/role), from a run's metrics.jsonl."""
+    if not metrics_jsonl.is_file():
+        raise FileNotFoundError(f"{metrics_jsonl}: no metrics log (did the run train?)")
+    steps = [json.loads(line) for line in metrics_jsonl.read_text().splitlines() if line.strip()]
+    if not steps:
+        raise ValueError(f"{metrics_jsonl}: no steps logged")
+    turns = sum(v for m in steps for k, v in m.items() if k.endswith("/turns"))
+    trained = sum(v for m in steps for k, v in m.items() if k.endswith("/trained_turns"))
+    key = "reward" if "reward" in steps[0] else "coder/reward"
+    first, last = steps[:window], steps[-window:]
+    return {"reward_first": sum(m[key] for m in first) / len(first), "reward_last": sum(m[key] for m in last) / len(last),
+            "zero_advantage_turns": 1 - trained / turns if turns else float("nan"), "steps": len(steps)}
+
+
+def _mars2_base(cfg: TrainingStudyConfig, seed: int, **fields: Any) -> Any:
+    from coral.train.mars2 import MARS2Config
+
+    base = MARS2Config(seed=seed, rl_steps=cfg.rl_steps, n_test_tasks=cfg.n_test_tasks,
+                       max_nodes_per_tree=cfg.max_nodes_per_tree, tasks_per_step=cfg.tasks_per_step,
+                       n_train_tasks=cfg.n_train_tasks, max_new_tokens=cfg.max_new_tokens, **fields)
+    return replace(base, sft=replace(base.sft, epochs=cfg.sft_epochs))
+
+
+def _per_task(trees: Sequence[Any]) -> dict[str, dict[str, float]]:
+    return {"pass@1": {t.task_id: float(t.pass_at_1()) for t in trees},
+            "pass@n": {t.task_id: float(t.pass_at_n()) for t in trees}}
+
+
+def _mars2_seed(cfg: TrainingStudyConfig, seed: int, sandbox: Any) -> dict[str, Any]:
+    """Cold-start test figures, and every (variant, lr) run trained and scored on validation."""
+    from mars2_compare import cached_cold_start
+
+    from coral.benchmarks.procedural import make_tasks
+    from coral.benchmarks.splits import build_tasks
+    from coral.train.mars2 import evaluate_search, train_mars2
+
+    mcfg = _mars2_base(cfg, seed)
+    train, test = build_tasks(mcfg.splits)
+    val = make_tasks(cfg.n_val_tasks, "validation", min_depth=mcfg.min_depth, max_depth=mcfg.max_depth, seed=seed)
+    cold = cached_cold_start(mcfg, train, sandbox, Path(cfg.cold_cache))
+    out: dict[str, Any] = {"test": {}, "val": {}}
+    for n in (1, 2):
+        metrics, trees = evaluate_search(replace(mcfg, agents=n), cold[:n], test, sandbox)
+        out["test"][f"cold start, {n} agent{'s' * (n > 1)}"] = {"metrics": metrics, **_per_task(trees)}
+    for name, overrides in MARS2_VARIANTS.items():
+        for lr in cfg.lrs:
+            vcfg = replace(mcfg, out_dir=_run_dir(cfg, "mars2", seed, name, lr), rl=replace(mcfg.rl, lr=lr), **overrides)
+            summary = train_mars2(vcfg, policies=cold[:vcfg.agents], tasks=(train, val), sandbox=sandbox,
+                                  progress=False, eval_before=False)
+            out["val"].setdefault(name, {})[lr] = summary["after"]["pass@1"]
+            print(f"seed {seed} {name} lr {lr:g}: validation pass@1 {summary['after']['pass@1']:.3f}", flush=True)
+    return out
+
+
+def _run_dir(cfg: TrainingStudyConfig, study: str, seed: int, name: str, lr: float | None = None) -> str:
+    slug = "".join(c if c.isalnum() else "_" for c in name).strip("_")
+    return str(Path(cfg.out) / study / f"seed{seed}" / (slug + (f"_lr{lr:g}" if lr is not None else "")))
+
+
+def _mars2_test(cfg: TrainingStudyConfig, seed: int, name: str, lr: float, sandbox: Any) -> dict[str, Any]:
+    """The chosen run's final agents searched on this seed's test split (once)."""
+    from coral.benchmarks.splits import build_tasks
+    from coral.policy.hf import HFPolicy
+    from coral.train.mars2 import evaluate_search
+
+    vcfg = replace(_mars2_base(cfg, seed), **MARS2_VARIANTS[name])
+    where = Path(_run_dir(cfg, "mars2", seed, name, lr))
+    policies = [HFPolicy.load(where / "final" / f"agent{i}") for i in range(vcfg.agents)]
+    metrics, trees = evaluate_search(vcfg, policies, build_tasks(vcfg.splits)[1], sandbox)
+    return {"metrics": metrics, **_per_task(trees), "analysis": run_analysis(where / "metrics.jsonl")}
+
+
+def run_mars2(cfg: TrainingStudyConfig) -> dict[str, Any]:
+    from coral.sandbox import Sandbox
+
+    with Sandbox(workers=2) as sandbox:
+        per_seed = {seed: _mars2_seed(cfg, seed, sandbox) for seed in cfg.seeds}
+        chosen = {name: best_of({str(lr): over_seeds({s: per_seed[s]["val"][name][lr] for s in cfg.seeds})["mean"]
+                                 for lr in cfg.lrs}) for name in MARS2_VARIANTS}
+        for seed in cfg.seeds:
+            for name, lr in chosen.items():
+                per_seed[seed]["test"][name] = _mars2_test(cfg, seed, name, float(lr), sandbox)
+    rows = _mars2_rows(per_seed, chosen)
+    numbers = {"chosen_lr": chosen, "per_seed": per_seed}
+    save_run(Path(cfg.out) / "mars2" / "results.json", asdict(cfg), numbers)
+    head = (f"Seeds {list(cfg.seeds)}, {cfg.n_test_tasks} test tasks each, {cfg.rl_steps} RL steps x {cfg.tasks_per_step} "
+            f"tasks x {cfg.max_nodes_per_tree} nodes, cold start {cfg.sft_epochs:g} epochs; lr per variant chosen on "
+            f"validation: {chosen}.\n\n")
+    write_section(Path(cfg.results_md), "mars2", head + rows)
+    return numbers
+
+
+def _mars2_rows(per_seed: Mapping[int, Any], chosen: Mapping[str, str]) -> str:
+    seeds = sorted(per_seed)
+    rows = []
+    for name in per_seed[seeds[0]]["test"]:
+        base = "cold start, 1 agent" if name.startswith(("cold start, 1", "single")) else "cold start, 2 agents"
+        cells = [name, chosen.get(name, "-")]
+        for fig in ("pass@1", "pass@n"):
+            cells.append(fmt_mean_se(over_seeds({s: per_seed[s]["test"][name]["metrics"][fig] for s in seeds})))
+        change = pooled_paired_change({s: per_seed[s]["test"][base]["pass@1"] for s in seeds},
+                                      {s: per_seed[s]["test"][name]["pass@1"] for s in seeds})
+        cells.append("-" if name == base else fmt_change(change))
+        agents = sorted(k for k in per_seed[seeds[0]]["test"][name]["metrics"] if k.startswith("agent/") and k.endswith("pass@1"))
+        cells.append("; ".join(f"{k.split('/')[1]} {over_seeds({s: per_seed[s]['test'][name]['metrics'].get(k, float('nan')) for s in seeds})['mean']:.3f}"
+                               for k in agents))
+        a = [per_seed[s]["test"][name].get("analysis") for s in seeds]
+        cells.append("-" if a[0] is None else
+                     f"{sum(x['reward_first'] for x in a) / len(a):.3f} → {sum(x['reward_last'] for x in a) / len(a):.3f}; "
+                     f"{sum(x['zero_advantage_turns'] for x in a) / len(a):.2f}")
+        rows.append(cells)
+    return markdown_table(["variant", "lr", "Pass@1", "Pass@N", "Pass@1 change vs its cold start (paired)",
+                           "per-agent Pass@1", "train reward first → last 3 steps; zero-advantage turns"], rows)

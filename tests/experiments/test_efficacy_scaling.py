@@ -1,0 +1,138 @@
+"""experiments/efficacy_scaling.py: budget figures read from tree prefixes (and why that equals a run at
+the smaller budget), the per-sample pass rate, the summary's paired changes, the SVG plot, and one tiny
+end-to-end run of the study's wiring."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from coral.trajectory import ExecutionResult
+from coral.trajectory import TestResult as Result
+
+
+@pytest.fixture
+def scaling(load_experiment):
+    load_experiment("efficacy_protocol")
+    load_experiment("efficacy_plot")
+    load_experiment("mars2_compare")
+    return load_experiment("efficacy_scaling")
+
+
+def verdict(ok: bool, n: int = 1) -> ExecutionResult:
+    return ExecutionResult(tests=tuple(Result("pass" if ok else "fail") for _ in range(n)))
+
+
+def tree_of(task_id: str, nodes: list[tuple[float, bool]]):
+    """A best-of-N tree: each (public pass fraction of 2 tests, private verdict) is a child of the root."""
+    from coral.workflows.tree import Tree
+
+    tree = Tree.new(task_id)
+    for public, private in nodes:
+        pub = ExecutionResult(tests=(Result("pass" if public >= 0.5 else "fail"), Result("pass" if public == 1 else "fail")))
+        tree.add(0, "agent0", "code", None, pub, verdict(private), public)
+    return tree
+
+
+def test_budget_figures_read_each_budget_from_the_first_nodes(scaling):
+    # node 1: public 0.5, private fail; node 2: public 1.0, private pass; node 3: public 0, private pass
+    trees = [tree_of("a", [(0.5, False), (1.0, True), (0.0, True)]), tree_of("b", [(0.0, False), (0.0, False), (1.0, False)])]
+    figs = scaling.budget_figures(trees, [1, 2, 3])
+    assert figs[1]["pass@1"] == {"a": 0.0, "b": 0.0} and figs[1]["pass@n"] == {"a": 0.0, "b": 0.0}
+    assert figs[2]["pass@1"] == {"a": 1.0, "b": 0.0} and figs[2]["pass@n"] == {"a": 1.0, "b": 0.0}
+    assert figs[3]["pass@1"] == {"a": 1.0, "b": 0.0} and figs[3]["pass@n"] == {"a": 1.0, "b": 0.0}
+
+
+def test_budget_figures_refuse_a_budget_larger_than_the_tree(scaling):
+    with pytest.raises(ValueError, match="holds only 1 nodes"):
+        scaling.budget_figures([tree_of("a", [(1.0, True)])], [2])
+
+
+def test_sample_pass_rate_counts_every_node(scaling):
+    trees = [tree_of("a", [(1.0, True), (0.0, False)]), tree_of("b", [(1.0, True), (1.0, True)])]
+    assert scaling.sample_pass_rate(trees) == pytest.approx(3 / 4)
+
+
+class HashSandbox:
+    """Each test passes or fails by a hash of (code, test): varied, deterministic scores without running code."""
+
+    def run_many(self, jobs):
+        import hashlib
+
+        return [ExecutionResult(tests=tuple(
+            Result("pass" if hashlib.sha256((j.code + c.code).encode()).digest()[0] % 2 else "fail") for c in j.tests))
+            for j in jobs]
+
+
+def _shape(tree) -> list[tuple]:
+    return [(n.parent, n.agent, n.turn.text if n.turn else None) for n in tree.nodes]
+
+
+@pytest.mark.parametrize("algorithm", ["abmcts", "best_of_n"])
+def test_a_smaller_budget_grows_the_first_nodes_of_the_larger_budgets_tree(algorithm):
+    """Why the study reads every budget from one tree: selection and sampling streams are keyed by
+    tree size and node index, never by the budget."""
+    from coral.benchmarks.procedural import make_tasks
+    from coral.policy import tiny_policy
+    from coral.seeding import EVAL_STEP
+    from coral.train.mars2 import MARS2Config, make_tree_agents
+    from coral.workflows.tree import TreeConfig, search
+
+    tasks = make_tasks(2, "test", min_depth=2, max_depth=2, seed=1)
+    policies = [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(2)]
+    agents = make_tree_agents(MARS2Config(seed=3, max_new_tokens=12), policies)
+    small, large = (search(tasks, agents, HashSandbox(), TreeConfig(algorithm, k, seed=3), step=EVAL_STEP) for k in (3, 6))
+    for s, big in zip(small, large, strict=True):
+        assert _shape(s) == _shape(big)[:4]
+    assert len({t for tr in large for (_, _, t) in _shape(tr)[1:]}) > 1  # samples differ: streams are not shared
+
+
+def _summary(scaling, p1_base, p1_other):
+    per_task = {"bon": {0: {4: {"pass@1": p1_base, "pass@n": p1_base}}},
+                "mcts": {0: {4: {"pass@1": p1_other, "pass@n": p1_other}}}}
+    scaling.BASELINE = "bon"
+    return scaling.summarise(per_task, [4])
+
+
+def test_summary_pairs_each_method_with_the_baseline_task_by_task(scaling):
+    s = _summary(scaling, {"a": 0.0, "b": 1.0, "c": 0.0, "d": 0.0}, {"a": 1.0, "b": 1.0, "c": 1.0, "d": 0.0})
+    assert s["bon"][4]["pass@1"]["mean"] == pytest.approx(0.25) and "change" not in s["bon"][4]["pass@1"]
+    change = s["mcts"][4]["pass@1"]["change"]
+    assert change["mean"] == pytest.approx(0.5) and (change["up"], change["down"]) == (2, 0)
+
+
+def test_the_plot_is_valid_svg_with_one_line_per_method_and_figure(scaling, load_experiment):
+    s = _summary(scaling, {"a": 0.0, "b": 1.0}, {"a": 1.0, "b": 1.0})
+    svg = load_experiment("efficacy_plot").scaling_svg(s, [4], "title & more")
+    root = ET.fromstring(svg)
+    lines = [e for e in root.iter() if e.get("class") == "series"]
+    assert [e.get("data-method") for e in lines] == ["bon", "mcts", "bon", "mcts"]  # Pass@1 panel, then Pass@N
+
+
+def test_a_tiny_run_chooses_a_depth_on_validation_and_writes_table_plot_and_json(scaling, load_experiment, tmp_path,
+                                                                                 monkeypatch):
+    from coral.policy import tiny_policy
+
+    tiny = [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(2)]
+    monkeypatch.setattr(scaling, "_cold_start", lambda cfg, seed, sandbox: tiny)
+    runner = load_experiment("efficacy")
+    md = tmp_path / "efficacy.md"
+    fields = {"seeds": [0, 1], "budgets": [1, 2], "n_test_tasks": 2, "n_val_tasks": 2, "val_budget": 1,
+              "depths": [[2, 2], [3, 3]], "max_new_tokens": 8, "min_val_rate": 0.0, "out": str(tmp_path / "out"), "results_md": str(md)}
+    monkeypatch.setattr(sys, "argv", ["efficacy.py", "scaling", "--set", json.dumps(fields)])
+    runner.main()
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved["numbers"]["validation"]["chosen"] in ("2-2", "3-3") and saved["config"]["seeds"] == [0, 1]
+    assert set(saved["per_task"]) == set(scaling.METHODS)
+    text = md.read_text()
+    assert "<!-- scaling:begin -->" in text and "AB-MCTS-A, 2 agents | 2 |" in text
+    ET.fromstring((tmp_path / "efficacy_scaling.svg").read_text())
+
+
+def test_a_cold_start_that_solves_nothing_on_validation_stops_before_the_test_phase(scaling):
+    val = {"mean": {"1-2": 0.01, "2-2": 0.0}, "chosen": "1-2"}
+    assert "0.010 at its best depth (depth 1-2: 0.010, depth 2-2: 0.000)" in scaling.too_weak(val, 0.05)
+    assert scaling.too_weak({"mean": {"1-2": 0.3}, "chosen": "1-2"}, 0.05) is None

@@ -1,0 +1,108 @@
+"""experiments/efficacy_training.py: the analysis read from a run's metrics.jsonl (training reward early
+and late, share of zero-advantage turns) and the study config's checks, on hand-written logs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.fixture
+def training(load_experiment):
+    load_experiment("efficacy_protocol")
+    load_experiment("mars2_compare")
+    return load_experiment("efficacy_training")
+
+
+def write_log(path, steps):
+    path.write_text("".join(json.dumps(m) + "\n" for m in steps))
+    return path
+
+
+def test_analysis_reads_the_reward_rise_and_the_zero_advantage_share_of_a_mars2_log(training, tmp_path):
+    steps = [{"step": i, "reward": r, "agent0/turns": 8.0, "agent0/trained_turns": t, "agent1/turns": 8.0,
+              "agent1/trained_turns": 8.0} for i, (r, t) in enumerate([(0.1, 0.0), (0.2, 4.0), (0.3, 8.0), (0.5, 8.0)], 1)]
+    a = training.run_analysis(write_log(tmp_path / "metrics.jsonl", steps), window=2)
+    assert a["reward_first"] == pytest.approx(0.15) and a["reward_last"] == pytest.approx(0.4)
+    # turns 4 x 16 = 64; trained 0 + 4 + 8 + 8 (agent0) + 32 (agent1) = 52 -> 12 / 64 had zero advantage
+    assert a["zero_advantage_turns"] == pytest.approx(12 / 64) and a["steps"] == 4
+
+
+def test_analysis_uses_the_coders_reward_in_a_corecode_log(training, tmp_path):
+    steps = [{"step": 1, "coder/reward": 0.2, "coder/turns": 4.0, "coder/trained_turns": 2.0, "planner/reward": 0.9}]
+    a = training.run_analysis(write_log(tmp_path / "metrics.jsonl", steps))
+    assert a["reward_first"] == a["reward_last"] == pytest.approx(0.2) and a["zero_advantage_turns"] == pytest.approx(0.5)
+
+
+def test_analysis_of_a_missing_log_fails_loudly(training, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no metrics log"):
+        training.run_analysis(tmp_path / "metrics.jsonl")
+
+
+def test_a_run_dir_names_study_seed_variant_and_lr(training):
+    cfg = training.TrainingStudyConfig(out="runs/x")
+    assert training._run_dir(cfg, "mars2", 1, "MARS2 + shaping", 5e-5) == "runs/x/mars2/seed1/MARS2___shaping_lr5e-05"
+
+
+def test_the_study_config_refuses_repeated_seeds_and_bad_lrs(training, load_experiment):
+    from coral.config import UserInputError, from_mapping
+
+    with pytest.raises(UserInputError, match="seeds"):
+        from_mapping(training.TrainingStudyConfig, {"seeds": [0, 0]}, "--set")
+    with pytest.raises(UserInputError, match="lrs"):
+        from_mapping(training.TrainingStudyConfig, {"lrs": [0.0]}, "--set")
+
+
+@pytest.mark.slow  # no SFT, but trains 3 variants x 2 lrs x 2 seeds and searches: minutes on 2 busy cores
+def test_a_tiny_mars2_study_chooses_lrs_on_validation_and_reports_every_variant(training, load_experiment, tmp_path,
+                                                                                monkeypatch):
+    import sys
+
+    from coral.policy import tiny_policy
+
+    tiny = [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(2)]
+    monkeypatch.setattr(sys.modules["mars2_compare"], "cached_cold_start", lambda cfg, train, sandbox, cache: tiny)
+    md = tmp_path / "efficacy.md"
+    fields = {"seeds": [0, 1], "rl_steps": 1, "lrs": [1e-4, 2e-4], "n_val_tasks": 2, "n_test_tasks": 2,
+              "max_nodes_per_tree": 2, "tasks_per_step": 2, "n_train_tasks": 20, "max_new_tokens": 8,
+              "out": str(tmp_path / "out"), "results_md": str(md)}
+    monkeypatch.setattr(sys, "argv", ["efficacy.py", "mars2", "--set", json.dumps(fields)])
+    load_experiment("efficacy").main()
+    saved = json.loads((tmp_path / "out" / "mars2" / "results.json").read_text())
+    assert set(saved["numbers"]["chosen_lr"]) == set(training.MARS2_VARIANTS)
+    assert set(saved["numbers"]["per_seed"]["0"]["val"]["MARS2 + shaping"]) == {"0.0001", "0.0002"}
+    text = md.read_text()
+    for name in [*training.MARS2_VARIANTS, "cold start, 1 agent", "cold start, 2 agents"]:
+        assert f"| {name} |" in text
+
+
+@pytest.mark.slow  # three tiny CoRe-Code runs (SFT, RL, evaluations) and a single-coder run: about a minute
+def test_a_tiny_corecode_ablation_reports_every_variant_and_the_single_coder(training, load_experiment, tmp_path,
+                                                                             monkeypatch):
+    import sys
+
+    from coral.policy import tiny_policy
+
+    monkeypatch.setattr(sys.modules["mars2_compare"], "cached_cold_start",
+                        lambda cfg, train, sandbox, cache: [tiny_policy(seed=0, d_model=32, n_layers=1)])
+    md = tmp_path / "efficacy.md"
+    tiny = {"n_train_tasks": 40, "d_model": 32, "n_layers": 1, "plans_per_task": 2, "codes_per_plan": 2,
+            "max_new_tokens": 16, "sandbox_workers": 1}
+    fields = {"seeds": [0], "rl_steps": 1, "sft_epochs": 0.5, "n_test_tasks": 3, "tasks_per_step": 2,
+              "eval_samples_per_task": 2, "corecode": tiny, "out": str(tmp_path / "out"), "results_md": str(md)}
+    monkeypatch.setattr(sys, "argv", ["efficacy.py", "corecode", "--set", json.dumps(fields)])
+    load_experiment("efficacy").main()
+    saved = json.loads((tmp_path / "out" / "corecode" / "results.json").read_text())
+    runs = saved["numbers"]["per_seed"]["0"]
+    assert set(runs) == {*training.CORECODE_VARIANTS, "single-coder GRPO"}
+    assert all(len(r["rl"]) == 3 for r in runs.values())  # the same 3 test tasks for every run
+    assert "against single-coder GRPO after RL" in md.read_text()
+
+
+def test_a_corecode_field_the_recipe_does_not_know_is_named(training, load_experiment):
+    from coral.config import UserInputError
+
+    cfg = training.TrainingStudyConfig(corecode={"plans_per_tsk": 2})
+    with pytest.raises(UserInputError, match="plans_per_tsk"):
+        load_experiment("efficacy_corecode").corecode_config(cfg, 0, "coder RL only")
