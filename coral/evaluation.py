@@ -82,6 +82,9 @@ def task_pass_rates(samples_jsonl: str | Path) -> dict[str, float]:
 
 
 def summarize_samples(records: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[str, float]:
+    """pass@k, tokens, parse failures; with a debugger in the chain (records with metrics "debug_turns"),
+    also its fix rate: of the samples whose coder's code failed and that the debugger rewrote, the share
+    whose final code passes."""
     from coral.benchmarks.metrics import pass_at_k
 
     by_task: dict[str, list[bool]] = {}
@@ -93,6 +96,11 @@ def summarize_samples(records: Sequence[dict[str, Any]], ks: Sequence[int]) -> d
         out[f"pass@{k}"] = sum(vals) / len(vals) if vals else 0.0
     out["completion_tokens"] = float(sum(t["completion_tokens"] for r in records for t in r["turns"]))
     out["parse_failures"] = float(sum(1 for r in records if r["code"] is None))
+    debugged = [r for r in records if r.get("metrics", {}).get("debug_turns", 0) > 0
+                and not r["metrics"].get("coder_passed", 1.0)]
+    if any("debug_turns" in r.get("metrics", {}) for r in records):
+        out["debugged"] = float(len(debugged))
+        out["fix_rate"] = sum(bool(r["passed"]) for r in debugged) / len(debugged) if debugged else 0.0
     return out
 
 
@@ -138,8 +146,11 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
 
         agents, sandbox = distribute_agents(agents, sandbox, cfg.ray_address)
         own_sandbox = True  # the sandbox actors are this evaluation's
-    chain_cfg = ChainConfig(plans_per_task=cfg.samples_per_task if "planner" in agents else 1,
-                            codes_per_plan=1 if "planner" in agents else cfg.samples_per_task,
+    # one sample = one retrieval (when there is a retriever), plan and code
+    upstream = next((role for role in ("retriever", "planner") if role in agents), None)
+    chain_cfg = ChainConfig(retrievals_per_task=cfg.samples_per_task if upstream == "retriever" else 1,
+                            plans_per_task=cfg.samples_per_task if upstream == "planner" else 1,
+                            codes_per_plan=1 if upstream else cfg.samples_per_task,
                             debug_rounds=cfg.debug_rounds)
     records: list[dict[str, Any]] = []
     start = time.perf_counter()
@@ -148,7 +159,7 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
             for lo in range(0, len(tasks), cfg.tasks_per_batch):
                 batch = tasks[lo:lo + cfg.tasks_per_batch]
                 trajs = run_chain(batch, agents["coder"], sandbox, chain_cfg, planner=agents.get("planner"),
-                                  debugger=agents.get("debugger"), step=step)
+                                  retriever=agents.get("retriever"), debugger=agents.get("debugger"), step=step)
                 for i, traj in enumerate(trajs):
                     rec = sample_record(traj, i % cfg.samples_per_task)
                     records.append(rec)

@@ -1,9 +1,14 @@
-"""CoRe-Code: planner -> coder, cold start by SFT, then collaboration-aware multi-agent GRPO.
+"""CoRe-Code: [retriever ->] planner -> coder [-> debugger], cold start by SFT, then collaboration-aware
+multi-agent GRPO.
 
-Per task the planner samples P plans and the coder C codes per plan. Coder reward: a `RewardFn`
-(default: correctness plus an efficiency bonus gated on passing every test, train/rewards.py); planner
-reward = mean (or max) of the coder rewards of its plan's codes. Coder groups are the codes of one plan
-(or of one task); planner groups are the plans of one task. Each agent updates only on its own turns.
+Per task the retriever (when on) samples R retrievals, the planner P plans per retrieval and the coder C
+codes per plan; the debugger (when on) rewrites codes in rounds. Coder reward: a `RewardFn` (default:
+correctness plus an efficiency bonus gated on passing every test, train/rewards.py) of the code it wrote;
+planner reward = mean (or max) of the coder rewards of its plan's codes, retriever reward the same over its
+retrieval's codes; a debugger rewrite earns its own code's reward or its improvement over the given code.
+Groups: coder, the codes of one plan (or task); planner, the plans of one retrieval (of one task without a
+retriever); retriever, the retrievals of one task; debugger, the rewrites of one code (or task) in one
+round. Each role in `train_roles` has its own optimiser and updates only on its own turns.
 
 `train_corecode` reads: setup -> cold start or resume -> the shared run loop (train/loop.py) over
 `rl_step` -> held-out evaluation -> summary. This module does NOT implement the math
@@ -27,7 +32,7 @@ from coral.benchmarks.splits import build_tasks, fresh_tasks, rl_tasks, sft_task
 from coral.config import UserInputError
 from coral.sandbox.protocol import SandboxProtocol
 from coral.train.checkpoints import TrainedAgent
-from coral.train.corecode_config import ROLES, CoReCodeConfig
+from coral.train.corecode_config import CoReCodeConfig
 from coral.train.corecode_eval import EvalSet, eval_sets, evaluate_sets, fmt_change, paired_change_between
 from coral.train.corecode_setup import (
     build_policies,
@@ -38,7 +43,7 @@ from coral.train.corecode_setup import (
     sft_references,
 )
 from coral.train.loop import Run, drive, new_state
-from coral.train.rewards import CodeReward, RewardFn, score_chain
+from coral.train.rewards import CodeReward, RewardFn, all_tests, score_chain, score_debugger, written_result
 from coral.trajectory import ExecutionResult, Task
 
 __all__ = ["CoReCodeConfig", "train_corecode", "rl_step", "run_demo", "group_key"]
@@ -67,8 +72,8 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True, reward_fn: Reward
     sets = eval_sets(cfg, test, fresh)
     say(f"tasks: {len(train)} train; held out: {len(test)} of new skeletons (the test split), "
         f"{len(fresh)} of the training skeletons; depth {cfg.min_depth}-{cfg.max_depth}")
-    policies = build_policies(cfg, train)
     with Sandbox(workers=cfg.sandbox_workers) as sandbox:
+        policies = build_policies(cfg, train, sandbox)
         learners, state = _resume(cfg, run, policies, sets, say) if cfg.resume and run.latest() else (None, None)
         if state is None:
             learners, state = _cold_start(cfg, run, policies, train, sets, sandbox, progress)
@@ -118,14 +123,14 @@ def _cold_start(cfg: CoReCodeConfig, run: Run, policies: dict[str, Any], train: 
     n_sft = len(sft_tasks(cfg.splits, train))
     epochs = (f"{cfg.sft.epochs} epochs" if cfg.sft_coder_epochs is None
               else f"planner {cfg.sft.epochs} epochs, coder {cfg.sft_coder_epochs}")
-    say(f"SFT planner and coder: {n_sft} examples each, {epochs}"
+    say(f"SFT {', '.join(policies)}: from {n_sft} tasks, {epochs}"
         + (f" ({len(train) - n_sft} tasks of unseen skeletons kept for RL)" if n_sft < len(train) else ""))
     t_sft = time.perf_counter()
     if not cfg.resume:
         shutil.rmtree(sft_checkpoint_dir(cfg), ignore_errors=True)
     elif sft_checkpoint_dir(cfg).is_dir():
         say(f"resuming SFT from {sft_checkpoint_dir(cfg)}")
-    for role, curve in sft_corecode(cfg, policies, train, progress=progress).items():
+    for role, curve in sft_corecode(cfg, policies, train, progress=progress, sandbox=sandbox).items():
         state["sft_loss"][role] = [curve[0], curve[-1]]
         say(f"SFT {role}: loss {curve[0]:.3f} -> {curve[-1]:.3f}")
     state["sft_s"] = time.perf_counter() - t_sft
@@ -159,11 +164,19 @@ def _summary(cfg: CoReCodeConfig, out: Path, sets: list[EvalSet], state: dict[st
 
 
 def group_key(cfg: CoReCodeConfig):
-    """GRPO groups: the planner's plans of one task; the coder's codes of one plan (or of one task)."""
+    """GRPO groups: the retriever's retrievals of one task; the planner's plans of one retrieval (of one task
+    without a retriever); the coder's codes of one plan (or task); the debugger's rewrites of one code (or
+    task) in one round."""
     def key(turn):
+        md = turn.metadata
         if turn.role == "coder" and cfg.coder_group == "plan":
-            return ("coder", turn.metadata["task_id"], turn.metadata["plan_id"])
-        return (turn.role, turn.metadata["task_id"])
+            return ("coder", md["task_id"], md["plan_id"])
+        if turn.role == "planner" and "retrieval_id" in md:
+            return ("planner", md["task_id"], md["retrieval_id"])
+        if turn.role == "debugger":
+            per_round = ("debugger", md["task_id"], md["debug_round"])
+            return per_round + (md["sample_id"],) if cfg.debugger_group == "code" else per_round
+        return (turn.role, md["task_id"])
     return key
 
 
@@ -171,32 +184,55 @@ def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dic
             learners: dict[str, Any], sandbox: SandboxProtocol, reward_fn: RewardFn | None = None) -> dict[str, float]:
     """rollout -> rewards -> advantages -> one update per trained agent -> metrics."""
     from coral.train.grpo import assign_advantages, unique_turns
-    from coral.workflows.chain import ChainConfig, run_chain
+    from coral.workflows.chain import run_chain
 
     t0 = time.perf_counter()
+    reward_fn = reward_fn or CodeReward(cfg.correctness, cfg.efficiency_weight)
     agents = make_agents(cfg, policies)
-    trajs = run_chain(batch, agents["coder"], sandbox, ChainConfig(cfg.plans_per_task, cfg.codes_per_plan),
-                      planner=agents["planner"], step=step)
-    # training reward uses all tests of the (training) task
-    results = [ExecutionResult(tr.public.tests + tr.private.tests, tr.public.error) for tr in trajs]
+    trajs = run_chain(batch, agents["coder"], sandbox, cfg.chain_config(), planner=agents["planner"],
+                      retriever=agents.get("retriever"), debugger=agents.get("debugger"), step=step)
+    # training rewards use all tests of the (training) task; the coder's, those of the code it wrote
+    results = [written_result(tr.turns_of("coder")[-1]) for tr in trajs]
     refs = reference_results(batch, sandbox) if cfg.efficiency_weight > 0 else {}
-    score_chain(trajs, results, refs, {t.id: t for t in batch},
-                reward_fn or CodeReward(cfg.correctness, cfg.efficiency_weight), cfg.planner_reward)
+    tasks = {t.id: t for t in batch}
+    score_chain(trajs, results, refs, tasks, reward_fn, cfg.planner_reward)
+    if "debugger" in agents:
+        score_debugger(trajs, refs, tasks, reward_fn, cfg.debugger_reward)
     t_roll = time.perf_counter() - t0
     turns = unique_turns([tr.turns for tr in trajs])
     assign_advantages(turns, group_key(cfg), cfg.rl.advantage)
     metrics: dict[str, float] = {"step": float(step)}
-    for role in ROLES:
+    for role in cfg.chain_roles:
         mine = [t for t in turns if t.role == role]
+        metrics[f"{role}/turns"] = float(len(mine))
+        if not mine:  # a debugger with nothing to fix this step
+            continue
         metrics[f"{role}/reward"] = sum(t.reward for t in mine) / len(mine)
         metrics[f"{role}/completion_tokens"] = sum(len(t.completion_ids) for t in mine) / len(mine)
         if role in learners:
             metrics.update({f"{role}/{k}": v for k, v in learners[role].update(mine).items()})
-    metrics["pass_rate"] = sum(r.passed for r in results) / len(results)
-    metrics["parse_failures"] = sum(tr.code is None for tr in trajs) / len(trajs)
+    final = [all_tests((tr.public, tr.private)) for tr in trajs]
+    metrics["pass_rate"] = sum(r.passed for r in final) / len(final)
+    if "debugger" in agents:
+        metrics["coder_pass_rate"] = sum(r.passed for r in results) / len(results)
+        metrics.update(fix_counts(results, final, trajs))
+    metrics["parse_failures"] = sum(tr.turns_of("coder")[-1].parsed is None for tr in trajs) / len(trajs)
     metrics["rollout_s"] = t_roll
     metrics["step_s"] = time.perf_counter() - t0
     return metrics
+
+
+def fix_counts(coder: Sequence[Any], final: Sequence[Any], trajs: Sequence[Any]) -> dict[str, float]:
+    """The debugger's fix rate: of the codes it rewrote whose coder's code failed, the share whose final
+    code passes (`coder`, `final`: each trajectory's results on the same tests); and its break rate: of
+    those it rewrote that passed, the share that no longer do (only with debug_when "always")."""
+    seen = [(c.passed, f.passed) for c, f, tr in zip(coder, final, trajs, strict=True) if tr.turns_of("debugger")]
+    failing = [f for c, f in seen if not c]
+    passing = [f for c, f in seen if c]
+    out = {"debugger/fix_rate": sum(failing) / len(failing) if failing else 0.0, "debugger/fixable": float(len(failing))}
+    if passing:
+        out["debugger/break_rate"] = sum(not f for f in passing) / len(passing)
+    return out
 
 
 def reference_results(tasks: Sequence[Task], sandbox: SandboxProtocol) -> dict[str, ExecutionResult]:
@@ -237,8 +273,11 @@ def step_line(m: dict[str, float], total: int) -> str:
     """One RL step's progress line."""
     # no coder/loss: the coder was not updated (frozen, or every group's rewards were equal)
     loss = f"{m['coder/loss']:+.4f}" if "coder/loss" in m else "no update"
+    extra = "".join(f"  R({role}) {m[f'{role}/reward']:.3f}" for role in ("retriever", "debugger") if f"{role}/reward" in m)
+    if "debugger/fix_rate" in m:
+        extra += f"  fix {m['debugger/fix_rate']:.3f}"
     return (f"step {int(m['step']):>3}/{total}  pass {m['pass_rate']:.3f}  "
-            f"R(planner) {m['planner/reward']:.3f}  R(coder) {m['coder/reward']:.3f}  "
+            f"R(planner) {m['planner/reward']:.3f}  R(coder) {m['coder/reward']:.3f}{extra}  "
             f"loss(coder) {loss}  parse-fail {m['parse_failures']:.2f}  {m['step_s']:.1f}s")
 
 

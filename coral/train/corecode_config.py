@@ -13,8 +13,10 @@ from typing import Literal
 from coral.benchmarks.splits import ProceduralSplits
 from coral.train.grpo import GRPOConfig
 from coral.train.sft import SFTConfig
+from coral.workflows.chain import ChainConfig
 
-ROLES = ("planner", "coder")
+ROLES = ("planner", "coder")  # the chain's roles by default, and the default train_roles
+ALL_ROLES = ("retriever", "planner", "coder", "debugger")  # retriever with retrieved_examples > 0, debugger with debug_rounds > 0
 
 
 def _default_sft() -> SFTConfig:
@@ -63,7 +65,23 @@ class CoReCodeConfig:
     planner_reward: Literal["mean", "max"] = "mean"  # a plan's reward from its codes' rewards
     correctness: Literal["fraction", "all"] = "all"  # coder reward: fraction of tests passed, or 1 only if all pass
     efficiency_weight: float = 0.1  # weight of the time/memory bonus that only fully passing code earns
-    train_roles: tuple[str, ...] = ROLES  # roles RL updates; the others act but stay frozen
+    train_roles: tuple[str, ...] = ROLES  # roles RL updates (any of chain_roles); the others act but stay frozen
+    # MapCoder-style retriever before the planner: it writes this many related solved problems (description
+    # and code) that planner and coder then see (0: no retriever). Reward: its downstream codes' mean reward
+    retrieved_examples: int = 0
+    retrievals_per_task: int = 2  # retrievals sampled per task (the retriever's GRPO group); plans_per_task per retrieval
+    retriever_max_new_tokens: int = 192  # longest retrieval, in tokens
+    # debugger rounds after the coder (0: no debugger); each round rewrites the codes it is due to see
+    debug_rounds: int = 0
+    rewrites_per_code: int = 2  # debugger rewrites of one code per round; the best on public tests goes on
+    debug_when: Literal["public_fails", "always"] = "public_fails"  # codes the debugger sees: failing public tests, or all
+    # a rewrite's reward, from all tests of a training task: "pass": its own reward (a code that already passed
+    # earns the full reward again for being kept); "improvement": its reward minus the given code's (keeping a
+    # passing code earns 0, breaking it is negative). Within one code's rewrites (debugger_group "code") both
+    # give the same GRPO advantages: the given code's reward is the same for the whole group
+    debugger_reward: Literal["pass", "improvement"] = "improvement"
+    debugger_group: Literal["code", "task"] = "code"  # the debugger's GRPO group: rewrites of one code, or of one task (per round)
+    sft_debug_mutants: int = 1  # failing mutants of each cold-start task's gold code in the debugger's SFT data
     checkpoint_every_steps: int = 5  # RL steps between checkpoints (a kill -9 loses at most these)
     resume: bool = True  # continue from out_dir's latest checkpoint (false: start over)
     sandbox_workers: int = 2  # sandbox worker processes that run the tests
@@ -74,9 +92,7 @@ class CoReCodeConfig:
 
     def __post_init__(self) -> None:
         _check_counts(self)
-        unknown = set(self.train_roles) - set(ROLES)
-        if unknown:
-            raise ValueError(f"field 'train_roles': unknown role {sorted(unknown)[0]!r} (planner, coder)")
+        _check_roles(self)
         if self.rl_max_depth is not None and self.rl_max_depth < self.min_depth:
             raise ValueError(f"field 'rl_max_depth' must be >= min_depth={self.min_depth}, got {self.rl_max_depth}")
         if self.sft_coder_epochs is not None and self.sft_coder_epochs <= 0:
@@ -90,10 +106,36 @@ class CoReCodeConfig:
         check_recipe_owned(self.sft, self.rl)
 
     @property
+    def chain_roles(self) -> tuple[str, ...]:
+        """The roles in the chain: planner and coder, then the retriever and the debugger when they are on."""
+        return ROLES + ("retriever",) * (self.retrieved_examples > 0) + ("debugger",) * (self.debug_rounds > 0)
+
+    def chain_config(self) -> ChainConfig:
+        return ChainConfig(plans_per_task=self.plans_per_task, codes_per_plan=self.codes_per_plan,
+                           debug_rounds=self.debug_rounds, retrievals_per_task=self.retrievals_per_task,
+                           rewrites_per_code=self.rewrites_per_code, debug_when=self.debug_when)
+
+    @property
     def splits(self) -> ProceduralSplits:
         return ProceduralSplits(seed=self.seed, n_train_tasks=self.n_train_tasks, n_test_tasks=self.n_test_tasks,
                                 n_fresh_tasks=self.n_fresh_tasks, min_depth=self.min_depth, max_depth=self.max_depth,
                                 rl_max_depth=self.rl_max_depth, rl_skeleton_fraction=self.rl_skeleton_fraction)
+
+
+def _check_roles(cfg: CoReCodeConfig) -> None:
+    unknown = set(cfg.train_roles) - set(ALL_ROLES)
+    if unknown:
+        raise ValueError(f"field 'train_roles': unknown role {sorted(unknown)[0]!r} ({', '.join(ALL_ROLES)})")
+    switch = {"retriever": "retrieved_examples > 0", "debugger": "debug_rounds > 0"}
+    for role in cfg.train_roles:
+        if role not in cfg.chain_roles:
+            raise ValueError(f"field 'train_roles': {role!r} is not in the chain; set {switch[role]}")
+    # a group of one sample has advantage 0: the role would be "trained" without ever moving
+    if "retriever" in cfg.train_roles and cfg.retrievals_per_task < 2:
+        raise ValueError(f"field 'retrievals_per_task' must be >= 2 to train the retriever, got {cfg.retrievals_per_task}")
+    if "debugger" in cfg.train_roles and cfg.debugger_group == "code" and cfg.rewrites_per_code < 2:
+        raise ValueError("field 'rewrites_per_code' must be >= 2 to train the debugger with debugger_group 'code', "
+                         f"got {cfg.rewrites_per_code}")
 
 
 def _check_counts(cfg: CoReCodeConfig) -> None:
@@ -101,7 +143,10 @@ def _check_counts(cfg: CoReCodeConfig) -> None:
                  "checkpoint_every_steps", "max_new_tokens", "eval_batch_samples"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"field {name!r} must be >= 1, got {getattr(cfg, name)}")
-    for name in ("n_fresh_tasks", "eval_samples_per_task", "rl_steps", "lora_rank"):
+    for name in ("retrievals_per_task", "retriever_max_new_tokens", "rewrites_per_code", "sft_debug_mutants"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"field {name!r} must be >= 1, got {getattr(cfg, name)}")
+    for name in ("n_fresh_tasks", "eval_samples_per_task", "rl_steps", "lora_rank", "retrieved_examples", "debug_rounds"):
         if getattr(cfg, name) < 0:
             raise ValueError(f"field {name!r} must be >= 0, got {getattr(cfg, name)}")
     if cfg.sft_processes is not None and cfg.sft_processes < 1:

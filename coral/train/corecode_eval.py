@@ -55,7 +55,7 @@ def eval_sets(cfg: CoReCodeConfig, test: Sequence[Task], fresh: Sequence[Task]) 
 
 def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequence[Task], sandbox: SandboxProtocol,
                    name: str, samples: int = 0, bench: str = "procedural-test") -> dict[str, float]:
-    """pass@1 of the planner -> coder chain on `tasks`, records under out_dir/name: greedy (samples=0), or
+    """pass@1 of the chain (cfg.chain_roles; a debugger rewrites once per code and round) on `tasks`, records under out_dir/name: greedy (samples=0), or
     the unbiased estimate from `samples` (plan, code) samples per task at rl.temperature."""
     from coral.evaluation import EvalConfig, run_eval
     from coral.train.corecode_setup import make_agents
@@ -64,7 +64,7 @@ def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequenc
         raise ValueError(f"evaluate_pass1: samples must be >= 0, got {samples}")
     ecfg = EvalConfig(bench=bench, workflow="chain", limit=len(tasks),
                       temperature=cfg.rl.temperature if samples else 0.0, samples_per_task=max(samples, 1),
-                      max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
+                      max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, debug_rounds=cfg.debug_rounds,
                       tasks_per_batch=max(1, cfg.eval_batch_samples // max(samples, 1)),
                       out_dir=str(Path(cfg.out_dir) / name))
     from coral.seeding import EVAL_STEP

@@ -1,5 +1,6 @@
-"""CoRe-Code's pieces before the loop: the planner and coder policies, their agents for one step, the
-cold start (SFT of each role on gold plans and codes), the KL references and the learners.
+"""CoRe-Code's pieces before the loop: the policies of the chain's roles (planner and coder; retriever and
+debugger when they are on), their agents for one step, the cold start (SFT of each role on its gold data,
+train/corecode_data.py), the KL references and the learners.
 
 This module does NOT run the RL loop or evaluate (coral/train/corecode.py, corecode_eval.py).
 """
@@ -14,19 +15,29 @@ from pathlib import Path
 from typing import Any
 
 from coral.benchmarks.splits import sft_tasks
-from coral.train.corecode_config import ROLES, CoReCodeConfig
+from coral.train.corecode_config import CoReCodeConfig
 from coral.trajectory import Task
 
 
-def build_policies(cfg: CoReCodeConfig, train: Sequence[Task]) -> dict[str, Any]:
-    """The planner and coder: two models, or with cfg.lora_rank two LoRA adapters on one base."""
-    from coral.policy import load_policy, tiny_policy
-    from coral.train.sft import corecode_sft_examples
+def cold_start_data(cfg: CoReCodeConfig, tasks: Sequence[Task], sandbox: Any = None) -> dict[str, list[Any]]:
+    """Each chain role's SFT examples from `tasks` (the debugger's judge mutants in `sandbox`, or in one
+    opened for the call)."""
+    from coral.train.corecode_data import cold_start_examples
 
+    return cold_start_examples(tasks, cfg.chain_roles, k=max(cfg.retrieved_examples, 1), seed=cfg.seed,
+                               mutants_per_task=cfg.sft_debug_mutants, sandbox=sandbox, workers=cfg.sandbox_workers)
+
+
+def build_policies(cfg: CoReCodeConfig, train: Sequence[Task], sandbox: Any = None) -> dict[str, Any]:
+    """One policy per chain role (cfg.chain_roles): separate models, or with cfg.lora_rank LoRA adapters
+    on one shared base. A tiny model's tokenizer is trained on every role's cold-start text."""
+    from coral.policy import load_policy, tiny_policy
+
+    roles = list(cfg.chain_roles)
     if cfg.model == "tiny":
-        examples = corecode_sft_examples(train)
-        corpus = [m["content"] for ex in examples["planner"] + examples["coder"] for m in ex.messages]
-        corpus += [ex.completion for ex in examples["planner"] + examples["coder"]]
+        examples = [ex for exs in cold_start_data(cfg, train, sandbox).values() for ex in exs]
+        corpus = [m["content"] for ex in examples for m in ex.messages]
+        corpus += [ex.completion for ex in examples]
 
     def make(i: int) -> Any:
         if cfg.model != "tiny":
@@ -40,22 +51,25 @@ def build_policies(cfg: CoReCodeConfig, train: Sequence[Task]) -> dict[str, Any]
     if cfg.lora_rank:
         from coral.policy.shared_lora import shared_lora
 
-        return dict(shared_lora(make(0), list(ROLES), r=cfg.lora_rank, alpha=2 * cfg.lora_rank))
-    return {role: make(i) for i, role in enumerate(ROLES)}
+        return dict(shared_lora(make(0), roles, r=cfg.lora_rank, alpha=2 * cfg.lora_rank))
+    return {role: make(i) for i, role in enumerate(roles)}
 
 
 def make_agents(cfg: CoReCodeConfig, policies: dict[str, Any], greedy: bool = False) -> dict[str, Any]:
-    """The planner and coder agents; cfg.seed is a base seed: each request's stream is hashed from it and
+    """The agent of every chain role; cfg.seed is a base seed: each request's stream is hashed from it and
     the step the workflow is given (coral.seeding)."""
     from coral.agents import make_agent
     from coral.policy.base import SamplingParams
+    from coral.train.corecode_data import retriever_template
 
     out = {}
-    for role in ROLES:
-        sampling = SamplingParams(max_new_tokens=cfg.max_new_tokens,
+    for role in cfg.chain_roles:
+        retriever = role == "retriever"
+        sampling = SamplingParams(max_new_tokens=cfg.retriever_max_new_tokens if retriever else cfg.max_new_tokens,
                                   temperature=0.0 if greedy else cfg.rl.temperature,
                                   seed=cfg.seed)
-        out[role] = make_agent(role, policies[role], sampling=sampling, trainable=role in cfg.train_roles)
+        out[role] = make_agent(role, policies[role], sampling=sampling, trainable=role in cfg.train_roles,
+                               template=retriever_template(cfg.retrieved_examples) if retriever else None)
     return out
 
 
@@ -65,13 +79,12 @@ def sft_checkpoint_dir(cfg: CoReCodeConfig) -> Path:
 
 
 def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, Any], train: list[Task],
-                 progress: bool = True) -> dict[str, list[float]]:
-    """Cold start: planner and coder SFT'd in place on the gold plans and codes of the cold start's tasks
-    (in parallel processes unless cfg.sft_processes == 1); returns each role's loss curve."""
-    from coral.train.sft import corecode_sft_examples
+                 progress: bool = True, sandbox: Any = None) -> dict[str, list[float]]:
+    """Cold start: every role SFT'd in place on its gold data from the cold start's tasks (in parallel
+    processes unless cfg.sft_processes == 1); returns each role's loss curve."""
     from coral.train.sft_parallel import train_sft_many
 
-    data = corecode_sft_examples(sft_tasks(cfg.splits, train))
+    data = cold_start_data(cfg, sft_tasks(cfg.splits, train), sandbox)
     sft = replace(cfg.sft, seed=cfg.seed)
     per_role = {role: sft if role != "coder" or cfg.sft_coder_epochs is None
                 else replace(sft, epochs=cfg.sft_coder_epochs) for role in policies}

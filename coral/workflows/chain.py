@@ -1,13 +1,21 @@
 """The chain workflow: [retriever ->] [planner ->] coder [-> debugger], batched over tasks.
 
-For each task the planner samples `plans_per_task` plans; for each plan the coder samples
-`codes_per_plan` codes; an optional debugger sees the public-test feedback of each code and rewrites
-it (`debug_rounds` times, only while public tests fail). Every final code is one Trajectory; the
-trajectories of one plan share the planner's Turn object (and the retriever's), so a trainer can
-credit one plan with the results of all its codes (`turn.metadata["plan_id"]`).
+For each task the retriever (when there is one) samples `retrievals_per_task` lists of related solved
+examples (MapCoder's self-retrieval: problems and their code, written by the model); for each retrieval
+the planner samples `plans_per_task` plans; for each plan the coder samples `codes_per_plan` codes. An
+optional debugger sees a code and its public-test feedback and writes `rewrites_per_code` rewrites of it
+per round (`debug_rounds` rounds; by default only while the public tests fail); the trajectory goes on
+with the rewrite that passes most public tests (the first on ties), so only public tests steer it.
 
-Random streams: `step` and each request's key (task, plan index, code index, debug round) go to the
-agents, which derive one seed per request from them (coral/seeding.py).
+Every final code is one Trajectory; the trajectories of one plan share the planner's Turn object (and
+those of one retrieval the retriever's), so a trainer can credit one plan or retrieval with the results
+of all its codes (`turn.metadata["plan_id"]`, `["retrieval_id"]`). Every turn that writes code keeps
+the (public, private) verdicts of its own code in `metadata["verdicts"]`; a debugger turn also keeps
+those of the code it was given (`["given"]`), its round (`["debug_round"]`), its rewrite index and
+whether the trajectory went on with it (`["chosen"]`). All rewrites stay in the trajectory's turns.
+
+Random streams: `step` and each request's key (task, retrieval, plan, code, debug round, rewrite) go to
+the agents, which derive one seed per request from them (coral/seeding.py).
 
 `single` is the chain without planner. This module does NOT compute rewards or train anything.
 """
@@ -16,25 +24,38 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from coral.agents import Agent
 from coral.trajectory import Task, Trajectory, Turn
 from coral.workflows.common import judge, problem_text, task_keys
 
+EXAMPLES_HEADER = "Similar solved problems:"
+
 
 @dataclass(frozen=True)
 class ChainConfig:
-    plans_per_task: int = 1
+    plans_per_task: int = 1  # plans per task (per retrieval when there is a retriever)
     codes_per_plan: int = 1
     debug_rounds: int = 0
+    retrievals_per_task: int = 1  # retriever samples per task; ignored without a retriever
+    rewrites_per_code: int = 1  # debugger rewrites of one code in one round
+    # "public_fails": the debugger sees only codes whose public tests fail; "always": every code, every round
+    debug_when: Literal["public_fails", "always"] = "public_fails"
 
     def __post_init__(self) -> None:
-        for name in ("plans_per_task", "codes_per_plan"):
+        for name in ("plans_per_task", "codes_per_plan", "retrievals_per_task", "rewrites_per_code"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ChainConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.debug_rounds < 0:
             raise ValueError(f"ChainConfig.debug_rounds must be >= 0, got {self.debug_rounds}")
+        if self.debug_when not in ("public_fails", "always"):
+            raise ValueError(f"ChainConfig.debug_when must be 'public_fails' or 'always', got {self.debug_when!r}")
+
+
+def with_examples(problem: str, examples: str | None) -> str:
+    """The problem as planner and coder see it after retrieval (cold-start data uses the same text)."""
+    return f"{problem}\n{EXAMPLES_HEADER}\n{examples or ''}"
 
 
 def _expand(items: Sequence[Any], times: int) -> list[Any]:
@@ -44,77 +65,103 @@ def _expand(items: Sequence[Any], times: int) -> list[Any]:
 def run_chain(tasks: Sequence[Task], coder: Agent, sandbox: Any, cfg: ChainConfig = ChainConfig(), *,
               planner: Agent | None = None, retriever: Agent | None = None,
               debugger: Agent | None = None, step: int = 0) -> list[Trajectory]:
-    """Trajectories ordered task-major, then plan, then code: task i, plan p, code c is at
-    index (i * plans_per_task + p) * codes_per_plan + c. `step` (the training step) keys the
-    random streams; request keys name the task and the sample, so they repeat across calls
-    only for the same task at the same step."""
+    """Trajectories ordered task-major, then retrieval, then plan, then code: task i, retrieval r, plan p,
+    code c is at index ((i * R + r) * P + p) * C + c (R = 1 without a retriever, P = 1 without a
+    planner). `step` (the training step) keys the random streams; request keys name the task and the
+    sample, so they repeat across calls only for the same task at the same step."""
     problems = [problem_text(t) for t in tasks]
     tkeys = task_keys(tasks)
-    notes: list[Turn | None] = [None] * len(tasks)
+    n_ret = cfg.retrievals_per_task if retriever is not None else 1
+    ret_tasks = _expand(range(len(tasks)), n_ret)
+    # one retrieval per task keeps the plan keys (and streams) of a chain without retriever
+    ret_keys = [tkeys[i] if n_ret == 1 else f"{tkeys[i]}/retrieval{r % n_ret}" for r, i in enumerate(ret_tasks)]
+    notes: list[Turn | None] = [None] * len(ret_tasks)
+    seen = [problems[i] for i in ret_tasks]  # the problem text planner and coder see, per retrieval
     if retriever is not None:
-        notes = list(retriever.act([{"problem": p} for p in problems], call_index=0, step=step,
-                                   keys=[f"{k}/notes" for k in tkeys]))
-        problems = [f"{p}\nNotes:\n{n.parsed or ''}" for p, n in zip(problems, notes, strict=True)]
+        notes = list(retriever.act([{"problem": problems[i]} for i in ret_tasks], call_index=0, step=step,
+                                   keys=[f"{k}/examples" for k in ret_keys]))
+        for r, turn in enumerate(notes):
+            turn.metadata.update(task_id=tasks[ret_tasks[r]].id, retrieval_id=r)
+        seen = [with_examples(problems[i], n.parsed) for i, n in zip(ret_tasks, notes, strict=True)]
 
     n_plans = cfg.plans_per_task if planner is not None else 1
-    plan_tasks = _expand(range(len(tasks)), n_plans)
-    plan_keys = [f"{tkeys[i]}/plan{j % n_plans}" for j, i in enumerate(plan_tasks)]
-    plans: list[Turn | None] = [None] * len(plan_tasks)
+    plan_rets = _expand(range(len(ret_tasks)), n_plans)
+    plan_keys = [f"{ret_keys[r]}/plan{j % n_plans}" for j, r in enumerate(plan_rets)]
+    plans: list[Turn | None] = [None] * len(plan_rets)
     if planner is not None:
-        plans = list(planner.act([{"problem": problems[i]} for i in plan_tasks], call_index=0, step=step,
+        plans = list(planner.act([{"problem": seen[r]} for r in plan_rets], call_index=0, step=step,
                                  keys=plan_keys))
         for j, turn in enumerate(plans):
-            turn.metadata.update(task_id=tasks[plan_tasks[j]].id, plan_id=j)
+            turn.metadata.update(task_id=tasks[ret_tasks[plan_rets[j]]].id, plan_id=j,
+                                 **({"retrieval_id": plan_rets[j]} if retriever is not None else {}))
 
-    code_plans = _expand(range(len(plan_tasks)), cfg.codes_per_plan)
+    code_plans = _expand(range(len(plan_rets)), cfg.codes_per_plan)
     contexts = []
     for j in code_plans:
         plan = plans[j]
-        contexts.append({"problem": problems[plan_tasks[j]], "plan": (plan.parsed or "") if plan else ""})
-    code_tasks = [tasks[plan_tasks[j]] for j in code_plans]
+        contexts.append({"problem": seen[plan_rets[j]], "plan": (plan.parsed or "") if plan else ""})
+    code_tasks = [tasks[ret_tasks[plan_rets[j]]] for j in code_plans]
     code_keys = [f"{plan_keys[j]}/code{k % cfg.codes_per_plan}" for k, j in enumerate(code_plans)]
     codes = coder.act(contexts, call_index=0, entry_points=[t.entry_point for t in code_tasks], step=step,
                       keys=code_keys)
     for k, turn in enumerate(codes):
-        turn.metadata.update(task_id=code_tasks[k].id, plan_id=code_plans[k], sample_id=k)
+        turn.metadata.update(task_id=code_tasks[k].id, plan_id=code_plans[k], sample_id=k,
+                             **({"retrieval_id": plan_rets[code_plans[k]]} if retriever is not None else {}))
 
     results = judge(sandbox, code_tasks, [t.parsed for t in codes])
     trajectories = []
     for k, (turn, (public, private)) in enumerate(zip(codes, results, strict=True)):
         j = code_plans[k]
-        turns = [t for t in (notes[plan_tasks[j]], plans[j], turn) if t is not None]
+        turn.metadata["verdicts"] = (public, private)
+        turns = [t for t in (notes[plan_rets[j]], plans[j], turn) if t is not None]
         trajectories.append(Trajectory(task_id=code_tasks[k].id, turns=turns, code=turn.parsed,
                                        public=public, private=private))
     if debugger is not None:
-        for round_index in range(cfg.debug_rounds):
-            _debug_round(trajectories, code_tasks, problems, plan_tasks, code_plans, debugger, sandbox,
-                         round_index + 1, step, code_keys)
+        writers = list(codes)  # the turn whose code each trajectory holds now
+        debug_problems = [problems[ret_tasks[plan_rets[j]]] for j in code_plans]
+        for round_index in range(1, cfg.debug_rounds + 1):
+            _debug_round(trajectories, writers, code_tasks, debug_problems, debugger, sandbox, cfg,
+                         round_index, step, code_keys)
     for traj in trajectories:
         traj.metrics.update(_token_metrics(traj))
+        if debugger is not None:  # what the debugger's fix rate is counted from
+            traj.metrics["debug_turns"] = float(len(traj.turns_of("debugger")))
+            traj.metrics["coder_passed"] = float(traj.turns_of("coder")[-1].metadata["verdicts"][1].passed)
     return trajectories
 
 
-def _debug_round(trajectories: list[Trajectory], code_tasks: list[Task], problems: list[str],
-                 plan_tasks: list[int], code_plans: list[int], debugger: Agent, sandbox: Any,
-                 call_index: int, step: int, code_keys: list[str]) -> None:
-    """Debugger rewrites every code whose public tests fail; its turn joins the trajectory and its
-    code replaces the old one (the coder's turn keeps the verdict it earned, in metadata)."""
-    todo = [k for k, tr in enumerate(trajectories) if tr.public is not None and not tr.public.passed]
+def _debug_round(trajectories: list[Trajectory], writers: list[Turn], code_tasks: list[Task], problems: list[str],
+                 debugger: Agent, sandbox: Any, cfg: ChainConfig, round_index: int, step: int,
+                 code_keys: list[str]) -> None:
+    """The debugger rewrites every code it is due to see (`cfg.debug_when`) `cfg.rewrites_per_code` times;
+    all rewrites join the trajectory, and the one with the best public pass fraction replaces its code
+    (the given code's writer keeps the public pass fraction it earned, in metadata)."""
+    todo = [k for k, tr in enumerate(trajectories)
+            if tr.public is not None and (cfg.debug_when == "always" or not tr.public.passed)]
     if not todo:
         return
-    contexts = [{"problem": problems[plan_tasks[code_plans[k]]], "code": trajectories[k].code or "",
-                 "feedback": trajectories[k].public.feedback(code_tasks[k].public_tests)} for k in todo]
-    fixes = debugger.act(contexts, call_index=call_index, entry_points=[code_tasks[k].entry_point for k in todo],
-                         step=step, keys=[f"{code_keys[k]}/debug{call_index}" for k in todo])
-    results = judge(sandbox, [code_tasks[k] for k in todo], [t.parsed for t in fixes])
-    for k, turn, (public, private) in zip(todo, fixes, results, strict=True):
+    n = cfg.rewrites_per_code
+    rows = _expand(todo, n)
+    contexts = [{"problem": problems[k], "code": trajectories[k].code or "",
+                 "feedback": trajectories[k].public.feedback(code_tasks[k].public_tests)} for k in rows]
+    # one rewrite per code keeps the keys (and streams) of the chain before rewrites existed
+    keys = [f"{code_keys[k]}/debug{round_index}" + (f"/rewrite{i % n}" if n > 1 else "") for i, k in enumerate(rows)]
+    fixes = debugger.act(contexts, call_index=round_index, entry_points=[code_tasks[k].entry_point for k in rows],
+                         step=step, keys=keys)
+    results = judge(sandbox, [code_tasks[k] for k in rows], [t.parsed for t in fixes])
+    for lo in range(0, len(rows), n):
+        k = rows[lo]
         tr = trajectories[k]
-        prev = tr.turns[-1]
-        prev.metadata.setdefault("public_pass_fraction", tr.public.pass_fraction)
-        turn.metadata.update(task_id=tr.task_id, plan_id=code_plans[k], sample_id=k,
-                             before_pass_fraction=tr.public.pass_fraction)
-        tr.turns.append(turn)
-        tr.code, tr.public, tr.private = turn.parsed, public, private
+        writers[k].metadata.setdefault("public_pass_fraction", tr.public.pass_fraction)
+        group = list(zip(fixes[lo:lo + n], results[lo:lo + n], strict=True))
+        best = max(range(n), key=lambda i: (group[i][1][0].pass_fraction, -i))
+        for i, (turn, verdicts) in enumerate(group):
+            turn.metadata.update(task_id=tr.task_id, plan_id=writers[k].metadata.get("plan_id"), sample_id=k,
+                                 debug_round=round_index, rewrite=i, chosen=i == best, verdicts=verdicts,
+                                 given=(tr.public, tr.private), given_code=tr.code, before_pass_fraction=tr.public.pass_fraction)
+            tr.turns.append(turn)
+        writers[k] = group[best][0]
+        tr.code, (tr.public, tr.private) = writers[k].parsed, group[best][1]
 
 
 def _token_metrics(traj: Trajectory) -> dict[str, float]:

@@ -1,10 +1,8 @@
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
-from run_helpers import kill_once_logged
+from run_helpers import clean_and_resumed_runs, corecode_cmd
 
 from coral.benchmarks.splits import build_tasks as build_split_tasks
 from coral.benchmarks.splits import rl_tasks
@@ -167,11 +165,7 @@ SMALL_FLAT = {**{k: v for k, v in SMALL.items() if k != "sft"}, "sft": {"epochs"
 
 
 def _train_cmd(out_dir):
-    cfg = {**SMALL_FLAT, "out_dir": str(out_dir)}
-    code = ("import json,sys; from coral.config import from_mapping; "
-            "from coral.train.corecode import CoReCodeConfig, train_corecode; "
-            "train_corecode(from_mapping(CoReCodeConfig, json.loads(sys.argv[1])), progress=False)")
-    return [sys.executable, "-c", code, json.dumps(cfg)]
+    return corecode_cmd({**SMALL_FLAT, "out_dir": str(out_dir)})
 
 
 def _final_weights(out_dir):
@@ -181,11 +175,7 @@ def _final_weights(out_dir):
 
 
 def test_a_killed_run_resumes_to_the_same_state(tmp_path):
-    clean, crashed = tmp_path / "clean", tmp_path / "crashed"
-    subprocess.run(_train_cmd(clean), check=True, timeout=600)
-    kill_once_logged(_train_cmd(crashed), crashed / "metrics.jsonl", steps=2)
-    assert not (crashed / "summary.json").exists()
-    subprocess.run(_train_cmd(crashed), check=True, timeout=600)
+    clean, crashed = clean_and_resumed_runs(_train_cmd, tmp_path)
     a, b = _final_weights(clean), _final_weights(crashed)
     for role in a:
         for name in a[role]:

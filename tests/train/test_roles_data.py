@@ -1,0 +1,56 @@
+"""Cold-start data of the retriever (skeleton siblings) and the debugger (failing mutants), and the fix
+rate an evaluation with a debugger reports."""
+
+import pytest
+
+from coral.benchmarks.procedural import make_tasks, parse_composition, skeleton
+from coral.evaluation import summarize_samples
+from coral.train.corecode_data import cold_start_examples, gold_retrievals, retriever_template
+from coral.workflows.chain import EXAMPLES_HEADER
+
+
+def _skeleton(task):
+    return skeleton(parse_composition(task.metadata["family"], task.metadata["composition"]))
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return make_tasks(60, "train", max_depth=2, seed=0)
+
+
+def test_a_gold_retrieval_holds_other_tasks_of_the_same_skeleton_with_their_code(tasks):
+    gold = gold_retrievals(tasks, k=2, seed=0)
+    by_id = {t.id: t for t in tasks}
+    assert gold and len(gold) < len(tasks)  # some skeletons have one task only: no retrieval for them
+    for tid, text in gold.items():
+        shown = [t for t in tasks if t.id != tid and t.metadata["description"] in text]
+        assert 1 <= len(shown) <= 2 and {_skeleton(t) for t in shown} == {_skeleton(by_id[tid])}
+        assert all(t.reference.strip() in text for t in shown) and by_id[tid].metadata["description"] not in text
+    assert gold_retrievals(tasks, k=2, seed=0) == gold
+
+
+def test_planner_and_coder_see_the_gold_retrieval_and_the_debugger_a_failing_mutant(tasks):
+    data = cold_start_examples(tasks, ("planner", "coder", "retriever", "debugger"), k=1, seed=0)
+    assert list(data) == ["planner", "coder", "retriever", "debugger"]
+    assert len(data["planner"]) == len(data["coder"]) == 60 and 0 < len(data["retriever"]) < 60
+    assert all(EXAMPLES_HEADER in ex.messages[-1]["content"] for ex in data["planner"] + data["coder"])
+    assert data["retriever"][0].messages[0]["content"] == retriever_template(1).system
+    assert 0 < len(data["debugger"]) <= 60
+    for ex in data["debugger"]:
+        prompt = ex.messages[-1]["content"]
+        # the sandbox's feedback of a failing public test
+        assert "tests passed." in prompt and ("- fail:" in prompt or "- error:" in prompt)
+        code = prompt.split("```python\n")[1].split("\n```")[0]
+        assert code.strip() not in ex.completion  # the mutant is not the gold code it must become
+    assert cold_start_examples(tasks[:3], ("planner", "coder"))["coder"][0].completion.startswith("```python")
+
+
+def test_an_evaluation_with_a_debugger_reports_the_share_of_failing_codes_it_fixed():
+    def rec(task, passed, coder_passed, debug_turns):
+        return {"task_id": task, "passed": passed, "code": "x", "turns": [{"completion_tokens": 1}],
+                "metrics": {"coder_passed": coder_passed, "debug_turns": debug_turns}}
+
+    records = [rec("a", True, 0.0, 1.0), rec("b", False, 0.0, 2.0), rec("c", True, 1.0, 0.0), rec("d", True, 0.0, 1.0)]
+    summary = summarize_samples(records, [1])
+    assert (summary["debugged"], summary["fix_rate"]) == (3.0, pytest.approx(2 / 3))
+    assert "fix_rate" not in summarize_samples([{**r, "metrics": {}} for r in records], [1])
