@@ -23,3 +23,41 @@ def test_coral_eval_on_ray_writes_the_samples_of_coral_eval_without_ray(ray_clus
     plain = samples(tmp_path / "plain" / "samples.jsonl")
     assert len(plain) == 3 and all(texts[0] for _, texts, _ in plain)
     assert samples(tmp_path / "ray" / "samples.jsonl") == plain
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """Actor groups and local sandboxes opened and not closed yet, by kind, while the test runs."""
+    from coral.sandbox import Sandbox
+    from coral.scale.actors import ActorGroup
+
+    live: dict[str, set[int]] = {"actor groups": set(), "sandboxes": set()}
+    for cls, kind in ((ActorGroup, "actor groups"), (Sandbox, "sandboxes")):
+        init, close = cls.__init__, cls.close
+
+        def opening(self, *args, _init=init, _kind=kind, **kwargs):
+            live[_kind].add(id(self))
+            _init(self, *args, **kwargs)
+
+        def closing(self, _close=close, _kind=kind):
+            live[_kind].discard(id(self))
+            _close(self)
+
+        monkeypatch.setattr(cls, "__init__", opening)
+        monkeypatch.setattr(cls, "close", closing)
+    return live
+
+
+def test_coral_eval_and_coral_search_on_ray_close_every_actor_and_sandbox_they_start(ray_cluster, opened, tmp_path):
+    from coral.benchmarks import load_benchmark
+
+    task = load_benchmark("procedural-test", limit=1)[0]
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps([f"```python\n{task.reference}\n```"]))
+    common = ["--limit", "1", "--sandbox-workers", "1", "--no-progress", "--ray-address", "local"]
+    assert main(["eval", "--workflow", "single", "--model", f"scripted:{replies}", "--out-dir", str(tmp_path / "e"),
+                 *common]) == 0
+    assert opened == {"actor groups": set(), "sandboxes": set()}
+    assert main(["search", "--models", f"scripted:{replies}", "--max-nodes", "1", "--out-dir", str(tmp_path / "s"),
+                 *common]) == 0
+    assert opened == {"actor groups": set(), "sandboxes": set()}
