@@ -13,7 +13,7 @@ from coral.benchmarks import load_benchmark
 
 @pytest.fixture(scope="module")
 def tasks():
-    return load_benchmark("procedural-train", limit=3, seed=0)
+    return load_benchmark("procedural-train", limit=2, seed=0)
 
 
 def assert_same_steps(expected, got):
@@ -25,12 +25,12 @@ def assert_same_steps(expected, got):
             torch.testing.assert_close(torch.tensor(y), torch.tensor(x), atol=1e-4, rtol=0)
 
 
-def test_rl_steps_on_ray_equal_the_steps_without_ray(ray_run, step_bench, tasks, local_sandbox):
-    local = step_bench.make_policies()
+def test_rl_steps_on_ray_equal_the_steps_without_ray(ray_run, step_bench, make_policies, tasks, local_sandbox):
+    local = make_policies()
     learners = step_bench.make_learners(local)
-    plain = [step_bench.rl_step(local, learners, local_sandbox, tasks, s, max_new_tokens=16) for s in range(2)]
+    plain = [step_bench.rl_step(local, learners, local_sandbox, tasks, s, max_new_tokens=8) for s in range(2)]
     pushed_before = ray_run.pool.pushed_tensors
-    on_ray = [step_bench.rl_step(ray_run.policies, ray_run.learners, ray_run.sandbox, tasks, s, max_new_tokens=16)
+    on_ray = [step_bench.rl_step(ray_run.policies, ray_run.learners, ray_run.sandbox, tasks, s, max_new_tokens=8)
               for s in range(2)]
 
     assert len(set(plain[0]["rewards"])) > 1, "rewards must vary, else the update is a no-op"
