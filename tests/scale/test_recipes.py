@@ -180,3 +180,20 @@ def test_a_mars2_step_with_ray_address_local_equals_the_step_without_ray(ray_clu
     after = final_weights(plain["dir"], names)
     assert_same_weights(after, final_weights(ray["dir"], names))
     assert any(not torch.equal(after[k], initial[k]) for k in initial), "the step changed no weight"
+
+
+def test_recursivemas_with_ray_address_local_decodes_and_judges_on_ray_with_the_same_results(ray_cluster, pool_calls,
+                                                                                             tmp_path):
+    from coral.latent import RecursiveMASConfig, train_recursivemas
+
+    summaries = {}
+    for name, address in (("plain", None), ("ray", "local")):
+        cfg = RecursiveMASConfig(n_train_tasks=4, n_test_tasks=2, agent_widths=(32,), n_layers=1, vocab_size=300,
+                                 inner_steps=1, outer_steps=1, batch_size=2, rounds=1, latent_steps=1,
+                                 max_new_tokens=8, warmup_steps=0, out_dir=str(tmp_path / name), ray_address=address)
+        summaries[name] = {k: v for k, v in train_recursivemas(cfg, progress=False).items() if "wall" not in k}
+        if address is None:
+            assert pool_calls == {"generate": 0, "pushed": 0}
+    assert summaries["ray"] == summaries["plain"] and "after/test/single/accuracy" in summaries["ray"]
+    # the single-agent baseline decoded on the actors; the agents are frozen, so no weight was pushed
+    assert pool_calls["generate"] > 0 and pool_calls["pushed"] == 0
