@@ -229,6 +229,18 @@ class RayPolicy:
     def close(self) -> None:
         self.pool.close()
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # copy.copy, copy.deepcopy and pickle all land here; without this a copy would reach the actor
+        # pool and fail with "cannot pickle 'module' object", naming neither the view nor the fix
+        raise TypeError(f"RayPolicy {self.name!r} is a view of Ray actors and cannot be copied or pickled: take "
+                        "copies (a KL reference) of the trainer policy before ScaleOut.distribute, or of `.trainer`")
+
+    def __deepcopy__(self, memo: Any) -> Any:  # else __getattr__ would hand out the trainer's copier
+        return self.__reduce_ex__(None)
+
+    def __copy__(self) -> Any:
+        return self.__reduce_ex__(None)
+
     def __getattr__(self, attr: str) -> Any:
         trainer = self.__dict__.get("trainer")
         if trainer is None:

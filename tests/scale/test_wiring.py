@@ -61,3 +61,19 @@ def test_coral_eval_and_coral_search_on_ray_close_every_actor_and_sandbox_they_s
     assert main(["search", "--models", f"scripted:{replies}", "--max-nodes", "1", "--out-dir", str(tmp_path / "s"),
                  *common]) == 0
     assert opened == {"actor groups": set(), "sandboxes": set()}
+
+
+def test_copying_a_ray_policy_names_the_fix_instead_of_copying_the_actor_pool(ray_cluster):
+    import copy
+    import pickle
+
+    from coral.policy import ScriptedPolicy
+    from coral.scale import RayPolicy
+
+    policy = RayPolicy(ScriptedPolicy(["x"]), 1, cpus_per_worker=0.25)
+    try:
+        for copier in (copy.deepcopy, copy.copy, pickle.dumps):
+            with pytest.raises(TypeError, match=r"RayPolicy 'ray:scripted' .* before ScaleOut.distribute"):
+                copier(policy)
+    finally:
+        policy.close()
