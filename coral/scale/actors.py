@@ -90,6 +90,8 @@ class ActorGroup:
 
     def map(self, method: str, shards: Sequence[Any]) -> list[Any]:
         """`getattr(actor, method)(shard)` for each shard, on actor i % size; results in shard order."""
+        if not self.actors:
+            raise RuntimeError(f"{self.name}: the actor group is closed; build a new one")
         ray = self.ray
         tries = [0] * len(shards)
         pending = dict(self._submit(method, i, shards[i]) for i in range(len(shards)))  # ref -> (shard, actor)

@@ -157,7 +157,7 @@ class RolloutPool:
         if not requests:
             return []
         self.sync_weights(name)
-        shards = split(list(requests), len(self.group.actors))
+        shards = split(list(requests), max(1, len(self.group.actors)))  # a closed group says so in map
         completions = [c for out in self.group.map("generate", [(name, s) for s in shards]) for c in out]
         if len(completions) != len(requests):
             raise RuntimeError(f"rollout {name!r}: {len(completions)} completions for {len(requests)} requests")

@@ -75,6 +75,8 @@ def test_an_actor_that_dies_past_its_retries_fails_the_call_naming_it(ray_cluste
             policy.generate([GenerationRequest(user("hi"))])
     finally:
         policy.close()
+    with pytest.raises(RuntimeError, match="rollout: the actor group is closed"):
+        policy.generate([GenerationRequest(user("hi"))])
 
 
 def test_sandbox_actors_that_keep_dying_fail_the_batch_instead_of_returning_verdicts(ray_cluster):
