@@ -16,6 +16,7 @@ beyond `num_cpus` and Ray's SPREAD strategy (one actor per node while nodes rema
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,16 +50,27 @@ def split(items: Sequence[Any], parts: int) -> list[list[Any]]:
     return out
 
 
+# Ray frees a killed actor's CPUs a moment after `ray.kill` returns: a group that fits the cluster but not
+# its free CPUs waits this long for actors being torn down (a closed group's) before it fails
+ROOM_WAIT_S = 30.0
+
+
 def _check_room(ray: Any, name: str, size: int, num_cpus: float, num_gpus: float) -> None:
     """Fail now, not hang: Ray keeps an actor that no node can fit pending forever, and calls on it wait."""
-    free = ray.available_resources()
-    for resource, each in (("CPU", num_cpus), ("GPU", num_gpus)):
-        need = size * each
-        if need > free.get(resource, 0.0) + 1e-9:
-            total = ray.cluster_resources().get(resource, 0.0)
+    deadline = time.monotonic() + ROOM_WAIT_S
+    while True:
+        free, total = ray.available_resources(), ray.cluster_resources()
+        short = [(r, size * each) for r, each in (("CPU", num_cpus), ("GPU", num_gpus))
+                 if size * each > free.get(r, 0.0) + 1e-9]
+        if not short:
+            return
+        resource, need = short[0]
+        if need > total.get(resource, 0.0) + 1e-9 or time.monotonic() > deadline:
+            each = num_cpus if resource == "CPU" else num_gpus
             raise ValueError(f"{name}: {size} actors x {each:g} {resource} need {need:g} {resource}s, the Ray "
-                             f"cluster has {free.get(resource, 0.0):g} free of {total:g}; lower the "
-                             f"{resource} per actor or add nodes")
+                             f"cluster has {free.get(resource, 0.0):g} free of {total.get(resource, 0.0):g}; lower "
+                             f"the {resource} per actor or add nodes")
+        time.sleep(0.05)
 
 
 class ActorGroup:

@@ -40,6 +40,7 @@ class TokenReward:
 
 @pytest.fixture
 def token_reward(monkeypatch):
+    import coral.evaluation
     import coral.workflows.chain as chain
     import coral.workflows.tree as tree
 
@@ -57,6 +58,9 @@ def token_reward(monkeypatch):
         return trees
 
     monkeypatch.setattr(chain, "run_chain", chain_and_capture)
+    # coral.evaluation binds run_chain at import: patched there too (else an import made while the patch
+    # is on would keep the capturing function for the rest of the session)
+    monkeypatch.setattr(coral.evaluation, "run_chain", chain_and_capture)
     monkeypatch.setattr(tree, "search", search_and_capture)
     return reward
 

@@ -77,3 +77,17 @@ def test_copying_a_ray_policy_names_the_fix_instead_of_copying_the_actor_pool(ra
                 copier(policy)
     finally:
         policy.close()
+
+
+def test_an_actor_group_started_right_after_one_that_held_every_free_cpu_was_closed_starts(ray_cluster):
+    from coral.policy import ScriptedPolicy
+    from coral.policy.base import GenerationRequest, user
+    from coral.scale import RayPolicy, ScaleOut
+
+    with ScaleOut("local", rollout_workers=1) as scale:  # its one actor takes all the free CPUs
+        assert scale.distribute(ScriptedPolicy(["x"]), None)[0].generate([GenerationRequest(user("a"))])[0].text == "x"
+    policy = RayPolicy(ScriptedPolicy(["y"]), 1, cpus_per_worker=0.25)  # Ray frees the CPUs a moment after the kill
+    try:
+        assert policy.generate([GenerationRequest(user("b"))])[0].text == "y"
+    finally:
+        policy.close()
