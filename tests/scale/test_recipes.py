@@ -160,6 +160,8 @@ def test_a_corecode_step_with_ray_address_local_equals_the_step_without_ray(ray_
     assert step[0]["coder/grad_norm"] > 0 and step[0]["planner/grad_norm"] > 0 and "coder/kl" in step[0]
 
 
+@pytest.mark.slow(reason="two MARS2 runs and three Ray actors (a torch import each): 20-31 s on the loaded 2-core "
+                         "machine; the CoRe-Code test above covers the same ScaleOut wiring in the default suite")
 def test_a_mars2_step_with_ray_address_local_equals_the_step_without_ray(ray_cluster, token_reward, pool_calls,
                                                                          tmp_path):
     from coral.benchmarks.splits import ProceduralSplits, build_tasks
@@ -186,6 +188,8 @@ def test_a_mars2_step_with_ray_address_local_equals_the_step_without_ray(ray_clu
     assert any(not torch.equal(after[k], initial[k]) for k in initial), "the step changed no weight"
 
 
+@pytest.mark.slow(reason="two RecursiveMAS runs (tokenizer, agents, links, four evaluations) and three Ray actors: "
+                         "23-32 s on the loaded 2-core machine")
 def test_recursivemas_with_ray_address_local_decodes_and_judges_on_ray_with_the_same_results(ray_cluster, pool_calls,
                                                                                              tmp_path):
     from coral.latent import RecursiveMASConfig, train_recursivemas
