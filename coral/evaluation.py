@@ -140,12 +140,11 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     own_sandbox = sandbox is None
-    sandbox = sandbox or Sandbox(workers=cfg.sandbox_workers, timeout_s=cfg.timeout_s)
-    if cfg.ray_address is not None:
-        from coral.scale import distribute_agents
+    local = sandbox = sandbox or Sandbox(workers=cfg.sandbox_workers, timeout_s=cfg.timeout_s)
+    from coral.scale import ScaleOut, distribute_agents  # imports no ray without cfg.ray_address
 
-        agents, sandbox = distribute_agents(agents, sandbox, cfg.ray_address)
-        own_sandbox = True  # the sandbox actors are this evaluation's
+    scale = ScaleOut(cfg.ray_address)  # closes the rollout and sandbox actors it starts
+    agents, sandbox = distribute_agents(agents, sandbox, scale)
     # one sample = one retrieval (when there is a retriever), plan and code
     upstream = next((role for role in ("retriever", "planner") if role in agents), None)
     chain_cfg = ChainConfig(retrievals_per_task=cfg.samples_per_task if upstream == "retriever" else 1,
@@ -167,8 +166,9 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
                 fh.flush()
                 bar(len(batch), sum(r["passed"] for r in records) / max(len(records), 1))
     finally:
+        scale.close()
         if own_sandbox:
-            sandbox.close()
+            local.close()
     summary = summarize_samples(records, cfg.ks)
     summary["wall_s"] = time.perf_counter() - start
     (out_dir / "summary.json").write_text(json.dumps({"config": asdict(cfg), "summary": summary}, indent=2))

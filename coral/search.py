@@ -81,11 +81,10 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict[str, float]:
             print(f"step {steps[0]}: nodes/tree {m['nodes_per_tree']:.1f}  pass@1 {m['pass@1']:.3f}  "
                   f"pass@N {m['pass@n']:.3f}  {time.perf_counter() - start:.1f}s", flush=True)
 
-    with Sandbox(workers=cfg.sandbox_workers, timeout_s=cfg.timeout_s) as sandbox:
-        if cfg.ray_address is not None:
-            from coral.scale import distribute_agents
+    from coral.scale import ScaleOut, distribute_agents  # imports no ray without cfg.ray_address
 
-            agents, sandbox = distribute_agents(agents, sandbox, cfg.ray_address)
+    with Sandbox(workers=cfg.sandbox_workers, timeout_s=cfg.timeout_s) as sandbox, ScaleOut(cfg.ray_address) as scale:
+        agents, sandbox = distribute_agents(agents, sandbox, scale)
         trees = search(tasks, agents, sandbox, tcfg, trees=trees, on_step=on_step)
     _save_trees(path, trees, cfg)
     metrics = tree_metrics(trees)

@@ -63,13 +63,16 @@ def _eval_all(state: TrainState, records: Any, sandbox: Any, tag: str) -> dict[s
 def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[str, float]:
     """Train the links of cfg.pattern's agents; returns the summary (also in out_dir/summary.json)."""
     from coral.sandbox import Sandbox
+    from coral.scale import ScaleOut
 
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG_FILE).write_text(json.dumps(asdict(cfg), indent=1))  # what eval_run rebuilds the run from
     train, test = build_records(cfg)
     agents = load_or_build_agents(cfg, train, progress)
-    with Sandbox(workers=2) as sandbox:
+    with Sandbox(workers=2) as sandbox, ScaleOut(cfg.ray_address) as scale:
+        # frozen agents: text decoding and judging on Ray; latent rollouts and link training stay here
+        agents, sandbox = scale.distribute(agents, sandbox)
         pattern = get_pattern(cfg.pattern)
         tool = SandboxTool(sandbox, [*train, *test]) if pattern.name == "deliberation" else None
         system = RecursiveMAS(pattern, agents, cfg.latent_steps, tool=tool)

@@ -67,6 +67,8 @@ class RecursiveMASConfig:
     out_dir: str = "runs/recursivemas"  # run directory: state.pt, metrics, evaluations
     checkpoint_every: int = 50  # steps between checkpoints
     eval_every: int = 0  # 0: evaluate only before and after training
+    # "local", "auto" or a Ray address: text decoding and judging on Ray actors (coral.scale); None: no Ray
+    ray_address: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("rounds", "latent_steps", "n_train_tasks", "batch_size", "n_layers", "max_new_tokens",
@@ -221,7 +223,7 @@ def load_state(state: TrainState, out_dir: str | Path) -> bool:
     theirs = json.loads(json.dumps(blob["config"]))
     # fields that may change on resume: where and how often to log, and how long to train (a longer run
     # keeps the restored schedules' state, so its cosine tail follows the new length from there on)
-    free = ("out_dir", "inner_steps", "outer_steps", "eval_every", "checkpoint_every", "max_new_tokens")
+    free = ("out_dir", "inner_steps", "outer_steps", "eval_every", "checkpoint_every", "max_new_tokens", "ray_address")
     diff = sorted(k for k in mine if k not in free and mine[k] != theirs.get(k))
     if diff:
         raise ValueError(f"{path}: written with another config (field {diff[0]!r}: {theirs.get(diff[0])!r} "

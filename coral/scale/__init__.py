@@ -1,7 +1,8 @@
 """coral.scale: Ray rollout workers, sandbox pools and weight sync; the only package that imports ray.
 
-    from coral.scale import maybe_distribute
-    policy, sandbox = maybe_distribute(policy, sandbox, ray_address)   # None: unchanged, no ray
+    from coral.scale import ScaleOut
+    with ScaleOut(ray_address) as scale:                        # None: no Ray, and ray is never imported
+        policies, sandbox = scale.distribute(policies, sandbox)  # RayPolicy views and a RaySandbox
 
 Importing this package does NOT import ray: each name loads its module on first use, and ray is
 imported only when an actor group is built or Ray is connected.
@@ -13,6 +14,7 @@ import importlib
 from typing import Any
 
 _LAZY = {
+    "ScaleOut": "coral.scale.cluster",
     "maybe_distribute": "coral.scale.cluster",
     "distribute_agents": "coral.scale.cluster",
     "connect": "coral.scale.cluster",

@@ -6,7 +6,8 @@ the group starts a replacement from `make_args()` (read again at restart time, s
 comes back with the trainer's current weights) and sends the shard again, at most `max_retries`
 times per shard; after that `map` raises `ActorLostError` naming the group, the actor and the shard.
 An exception raised by the method itself (bad input, a bug) is not retried: it propagates as is,
-because running the same input again would fail the same way.
+because running the same input again would fail the same way. A retried shard is the same object
+sent again: its requests keep their seeds, so the retry returns what the lost call would have.
 
 This module does NOT decide how a batch is split (see `split`) and does NOT place actors by resource
 beyond `num_cpus` and Ray's SPREAD strategy (one actor per node while nodes remain).
@@ -15,6 +16,7 @@ beyond `num_cpus` and Ray's SPREAD strategy (one actor per node while nodes rema
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,16 +50,27 @@ def split(items: Sequence[Any], parts: int) -> list[list[Any]]:
     return out
 
 
+# Ray frees a killed actor's CPUs a moment after `ray.kill` returns: a group that fits the cluster but not
+# its free CPUs waits this long for actors being torn down (a closed group's) before it fails
+ROOM_WAIT_S = 30.0
+
+
 def _check_room(ray: Any, name: str, size: int, num_cpus: float, num_gpus: float) -> None:
     """Fail now, not hang: Ray keeps an actor that no node can fit pending forever, and calls on it wait."""
-    free = ray.available_resources()
-    for resource, each in (("CPU", num_cpus), ("GPU", num_gpus)):
-        need = size * each
-        if need > free.get(resource, 0.0) + 1e-9:
-            total = ray.cluster_resources().get(resource, 0.0)
+    deadline = time.monotonic() + ROOM_WAIT_S
+    while True:
+        free, total = ray.available_resources(), ray.cluster_resources()
+        short = [(r, size * each) for r, each in (("CPU", num_cpus), ("GPU", num_gpus))
+                 if size * each > free.get(r, 0.0) + 1e-9]
+        if not short:
+            return
+        resource, need = short[0]
+        if need > total.get(resource, 0.0) + 1e-9 or time.monotonic() > deadline:
+            each = num_cpus if resource == "CPU" else num_gpus
             raise ValueError(f"{name}: {size} actors x {each:g} {resource} need {need:g} {resource}s, the Ray "
-                             f"cluster has {free.get(resource, 0.0):g} free of {total:g}; lower the "
-                             f"{resource} per actor or add nodes")
+                             f"cluster has {free.get(resource, 0.0):g} free of {total.get(resource, 0.0):g}; lower "
+                             f"the {resource} per actor or add nodes")
+        time.sleep(0.05)
 
 
 class ActorGroup:
@@ -79,46 +92,51 @@ class ActorGroup:
         self._lost = tuple(getattr(self.ray.exceptions, n) for n in ("RayActorError", "ActorUnavailableError")
                            if hasattr(self.ray.exceptions, n))
         self.restarts = 0  # replacements started over the group's life (a metric, and what tests check)
+        # called as before_send(method, actor index, shard index) before every send, retries included: a
+        # seam for fault tests, which kill an actor at a known point of a step instead of racing a timer
+        self.before_send: Callable[[str, int, int], None] | None = None
         self.actors = [self._spawn() for _ in range(size)]
-        self._in_flight: list[Any] = []
 
     def _spawn(self) -> Any:
         return self._remote.remote(*self.make_args())
 
-    def in_flight(self) -> list[Any]:
-        """The actors now running a shard of the current `map` call (empty between calls)."""
-        return list(self._in_flight)
-
     def map(self, method: str, shards: Sequence[Any]) -> list[Any]:
         """`getattr(actor, method)(shard)` for each shard, on actor i % size; results in shard order."""
+        if not self.actors:
+            raise RuntimeError(f"{self.name}: the actor group is closed; build a new one")
         ray = self.ray
         tries = [0] * len(shards)
-        pending = {self._submit(method, i, shards[i]): i for i in range(len(shards))}
+        pending = dict(self._submit(method, i, shards[i]) for i in range(len(shards)))  # ref -> (shard, actor)
         results: list[Any] = [None] * len(shards)
-        try:
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                i = pending.pop(ready[0])
-                try:
-                    results[i] = ray.get(ready[0])
-                except self._lost as error:
-                    tries[i] += 1
-                    self._replace(i % len(self.actors), tries[i], error)
-                    pending[self._submit(method, i, shards[i])] = i
-        finally:
-            self._in_flight = []
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            i, actor = pending.pop(ready[0])
+            try:
+                results[i] = ray.get(ready[0])
+            except self._lost as error:
+                tries[i] += 1
+                self._replace(i % len(self.actors), actor, tries[i], error)
+                ref, sent = self._submit(method, i, shards[i])
+                pending[ref] = sent
         return results
 
-    def _submit(self, method: str, i: int, shard: Any) -> Any:
-        actor = self.actors[i % len(self.actors)]
-        self._in_flight.append(actor)
-        return getattr(actor, method).remote(shard)
+    def _submit(self, method: str, i: int, shard: Any) -> tuple[Any, tuple[int, Any]]:
+        """(the result's ObjectRef, (i, the actor it was sent to))."""
+        k = i % len(self.actors)
+        if self.before_send is not None:
+            self.before_send(method, k, i)
+        actor = self.actors[k]
+        return getattr(actor, method).remote(shard), (i, actor)
 
-    def _replace(self, k: int, tries: int, error: BaseException) -> None:
+    def _replace(self, k: int, lost: Any, tries: int, error: BaseException) -> None:
+        """Replace actor k, unless it was already replaced since `lost` (the actor the failed shard went
+        to) was sent the shard: two shards lost with one actor must not also kill its replacement."""
         reason = " ".join(str(error).split())[:300]
         if tries > self.max_retries:
             raise ActorLostError(f"{self.name}: actor {k} died {tries} times running one shard; gave up after "
                                  f"max_retries={self.max_retries} ({reason})") from error
+        if self.actors[k] is not lost:
+            return
         logger.warning("%s: actor %d died (%s); starting a replacement and retrying its shard (retry %d of %d)",
                        self.name, k, reason, tries, self.max_retries)
         self.ray.kill(self.actors[k])  # an actor that is only unreachable must not come back as a twin

@@ -1,19 +1,26 @@
 """Connecting to Ray and swapping a recipe's policies and sandbox for their Ray counterparts.
 
-    policy, sandbox = maybe_distribute(policy, sandbox, cfg.ray_address)
+    with Sandbox(...) as sandbox, ScaleOut(cfg.ray_address) as scale:
+        ...                                                  # cold start, KL references: local
+        policies, sandbox = scale.distribute(policies, sandbox)
+        ...                                                  # the same serial loop, rollouts on Ray
 
 `ray_address`: None (no Ray: the objects come back unchanged and ray is never imported), "local"
 (start a Ray instance on this machine), "auto" (join the cluster this machine belongs to, started
 with `ray start`), or an address ("10.0.0.1:6379", "ray://head:10001"). The driver loop stays
-serial; only where `generate` and `run_many` execute changes.
+serial; only where `generate` and `run_many` execute changes. The swapped policies are RayPolicy
+views: training calls (forward, parameters, save, ...) reach the trainer policies, and each
+`generate` first pushes the trainer's weights changed since the last push (rollout.py), so a step's
+update reaches the replicas before the next step samples.
 
 This module does NOT shut Ray down (the driver process's exit does) and does NOT install coral on
-the cluster's nodes: every node needs the same coral and Python packages as the driver.
+the cluster's nodes: every node needs the same coral and Python packages as the driver. Frozen copies
+(a KL reference) must be taken before `distribute`: a RayPolicy view is not a model to copy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -34,43 +41,100 @@ def connect(ray_address: str, num_cpus: int | None = None) -> Any:
     return ray
 
 
-def maybe_distribute(policy: Any, sandbox: Any, ray_address: str | None, *, rollout_workers: int = 2,
-                     sandbox_actors: int = 1, cpus_per_worker: float | None = None,
-                     max_retries: int = 2) -> tuple[Any, Any]:
-    """(policy, sandbox) to use: unchanged without `ray_address`; else RayPolicy views over one pool of
-    `rollout_workers` actors holding every distinct policy (`policy` is one policy or a mapping
-    role -> policy; roles sharing a policy share its replica) and a RaySandbox of `sandbox_actors`
-    actors with `sandbox`'s settings (`sandbox` None stays None). `cpus_per_worker` None: the cluster's
-    free CPUs shared evenly among the actors started here."""
-    if ray_address is None:
-        return policy, sandbox
-    from coral.scale.rollout import RolloutPool
-    from coral.scale.sandbox_pool import RaySandbox
+class ScaleOut:
+    """The Ray actors of one run. `distribute(policies, sandbox)` returns Ray counterparts (without
+    `ray_address`: the arguments themselves, and ray is never imported); `close()`, or the end of a
+    `with` block, stops every actor it started. `rollout_workers` / `sandbox_actors` None: one per
+    node of the cluster (at least 2 rollout workers, so that batches are sharded even on one node).
+    `cpus_per_worker` None: the cluster's free CPUs shared evenly among the actors started here."""
 
-    ray = connect(ray_address)
-    if cpus_per_worker is None:
-        free = ray.available_resources().get("CPU", 0.0)
-        if free <= 0:
-            raise ValueError(f"the Ray cluster at {ray_address!r} has no free CPU for coral's actors")
-        cpus_per_worker = free / (rollout_workers + (sandbox_actors if sandbox is not None else 0))
-    roles = dict(policy) if isinstance(policy, Mapping) else {"policy": policy}
-    first: dict[int, str] = {}
-    for role, p in roles.items():
-        first.setdefault(id(p), role)
-    pool = RolloutPool({role: roles[role] for role in first.values()}, rollout_workers, max_retries=max_retries,
-                       cpus_per_worker=cpus_per_worker)
-    views = {role: pool.policy(first[id(p)]) for role, p in roles.items()}
-    if sandbox is not None:
-        sandbox = RaySandbox.like(sandbox, sandbox_actors, max_retries=max_retries, cpus_per_actor=cpus_per_worker)
-    return (views if isinstance(policy, Mapping) else views["policy"]), sandbox
+    def __init__(self, ray_address: str | None, *, rollout_workers: int | None = None,
+                 sandbox_actors: int | None = None, cpus_per_worker: float | None = None,
+                 max_retries: int = 2) -> None:
+        self.ray_address = ray_address
+        self.rollout_workers, self.sandbox_actors = rollout_workers, sandbox_actors
+        self.cpus_per_worker, self.max_retries = cpus_per_worker, max_retries
+        self.started: list[Any] = []  # the pools and sandboxes to close
+
+    def distribute(self, policies: Any, sandbox: Any) -> tuple[Any, Any]:
+        """(policies, sandbox) to use. `policies` is one policy, a mapping name -> policy or a sequence
+        (the same shape comes back, as RayPolicy views of one pool holding every distinct policy:
+        roles sharing a policy share its replica); `sandbox` (None stays None) becomes a RaySandbox
+        whose actors each hold a Sandbox with its settings."""
+        if self.ray_address is None:
+            return policies, sandbox
+        from coral.scale.rollout import RolloutPool
+        from coral.scale.sandbox_pool import RaySandbox
+
+        ray = connect(self.ray_address)
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        workers = self.rollout_workers or max(2, nodes)
+        actors = (self.sandbox_actors or max(1, nodes)) if sandbox is not None else 0
+        cpus = self.cpus_per_worker or _fair_share(ray, self.ray_address, workers + actors)
+        named = _as_named(policies)
+        first: dict[int, str] = {}
+        for name, p in named.items():
+            first.setdefault(id(p), name)
+        pool = RolloutPool({name: named[name] for name in first.values()}, workers, max_retries=self.max_retries,
+                           cpus_per_worker=cpus)
+        self.started.append(pool)
+        views = {name: pool.policy(first[id(p)]) for name, p in named.items()}
+        if sandbox is not None:
+            sandbox = RaySandbox.like(sandbox, actors, max_retries=self.max_retries, cpus_per_actor=cpus)
+            self.started.append(sandbox)
+        return _same_shape(policies, views), sandbox
+
+    def close(self) -> None:
+        """Stop the actors started here (idempotent); Ray itself keeps running."""
+        while self.started:
+            self.started.pop().close()
+
+    def __enter__(self) -> ScaleOut:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def distribute_agents(agents: Any, sandbox: Any, ray_address: str | None, **kwargs: Any) -> tuple[Any, Any]:
-    """`maybe_distribute` for agents (a mapping name -> Agent, or a list): each agent's policy is
-    replaced by its RayPolicy (agents sharing a policy share one)."""
-    if ray_address is None:
+def _fair_share(ray: Any, ray_address: str, actors: int) -> float:
+    free = ray.available_resources().get("CPU", 0.0)
+    if free <= 0:
+        raise ValueError(f"the Ray cluster at {ray_address!r} has no free CPU for coral's actors")
+    return free / actors
+
+
+def _as_named(policies: Any) -> dict[str, Any]:
+    """Replica names are strings (a pool's keys): a sequence's policies are named by their index."""
+    if isinstance(policies, Mapping):
+        return {str(k): p for k, p in policies.items()}
+    if isinstance(policies, Sequence) and not isinstance(policies, str):
+        return {str(i): p for i, p in enumerate(policies)}
+    return {"policy": policies}
+
+
+def _same_shape(policies: Any, views: dict[str, Any]) -> Any:
+    if isinstance(policies, Mapping):
+        return {k: views[str(k)] for k in policies}
+    if isinstance(policies, Sequence) and not isinstance(policies, str):
+        return [views[str(i)] for i in range(len(policies))]
+    return views["policy"]
+
+
+def maybe_distribute(policy: Any, sandbox: Any, ray_address: str | None, **kwargs: Any) -> tuple[Any, Any]:
+    """`ScaleOut(ray_address, **kwargs).distribute(policy, sandbox)` for callers that keep the actors
+    until the process exits (they are not closed here)."""
+    return ScaleOut(ray_address, **kwargs).distribute(policy, sandbox)
+
+
+def distribute_agents(agents: Any, sandbox: Any, scale: ScaleOut | str | None) -> tuple[Any, Any]:
+    """`distribute` for agents (a mapping name -> Agent, or a list): each agent's policy is replaced by
+    its RayPolicy (agents sharing a policy share one). `scale` is a ScaleOut (which closes the actors)
+    or a ray_address."""
+    if not isinstance(scale, ScaleOut):
+        scale = ScaleOut(scale)
+    if scale.ray_address is None:
         return agents, sandbox
     items = list(agents.items()) if isinstance(agents, Mapping) else list(enumerate(agents))
-    policies, sandbox = maybe_distribute({k: a.policy for k, a in items}, sandbox, ray_address, **kwargs)
+    policies, sandbox = scale.distribute({k: a.policy for k, a in items}, sandbox)
     moved = {k: replace(a, policy=policies[k]) for k, a in items}
     return (moved if isinstance(agents, Mapping) else [moved[k] for k, _ in items]), sandbox

@@ -127,14 +127,17 @@ class RolloutPool:
         if unknown:
             raise ValueError(f"RolloutPool: trainer {unknown[0]!r} has no replica; replicas: {sorted(self.replicas)}")
         self.policy_kwargs = dict(policy_kwargs or {})
-        self._synced = {n: tensor_versions(t.model) for n, t in self.trainers.items() if hasattr(t, "model")}
+        # what each replica holds, by sync key: replicas sent as objects that share a trainer model (LoRA
+        # views of one base) share it on the actors too, so one push serves them all
+        self._synced = {self._sync_key(n): tensor_versions(t.model) for n, t in self.trainers.items()
+                        if hasattr(t, "model")}
         self._ref: Any = None  # the replica objects in Ray's object store, put once per weight version
         self.pushed_tensors = 0
         threads = max(1, int(cpus_per_worker))
         self.group = ActorGroup("rollout", RolloutWorker, lambda: self._worker_args(threads), workers,
                                 max_retries=max_retries, num_cpus=cpus_per_worker, num_gpus=gpus_per_worker)
         for name, replica in self.replicas.items():
-            if _is_vllm(replica) and name in self._synced:
+            if _is_vllm(replica) and self._sync_key(name) in self._synced:
                 self.sync_weights(name, full=True)  # the engine loaded its weights from disk: push the trainer's
 
     def _worker_args(self, threads: int) -> tuple:
@@ -154,7 +157,7 @@ class RolloutPool:
         if not requests:
             return []
         self.sync_weights(name)
-        shards = split(list(requests), len(self.group.actors))
+        shards = split(list(requests), max(1, len(self.group.actors)))  # a closed group says so in map
         completions = [c for out in self.group.map("generate", [(name, s) for s in shards]) for c in out]
         if len(completions) != len(requests):
             raise RuntimeError(f"rollout {name!r}: {len(completions)} completions for {len(requests)} requests")
@@ -163,17 +166,24 @@ class RolloutPool:
     def sync_weights(self, name: str, full: bool = False) -> int:
         """Push `name`'s trainer tensors changed since the last push (all of them with `full`) to every
         actor; returns how many tensors went out (0: the replicas are current)."""
-        if name not in self._synced:
+        key = self._sync_key(name)
+        if key not in self._synced:
             return 0
-        tensors, current = changed_tensors(self.trainers[name].model, self._synced[name], full,
+        tensors, current = changed_tensors(self.trainers[name].model, self._synced[key], full,
                                            merge_lora=_is_vllm(self.replicas[name]))
         if not tensors:
             return 0
         self._ref = None  # an actor (re)started from now on is built from the new weights
         self.group.broadcast("load_tensors", (name, import_ray().put(tensors)))
-        self._synced[name] = current
+        self._synced[key] = current
         self.pushed_tensors += len(tensors)
         return len(tensors)
+
+    def _sync_key(self, name: str) -> int | str:
+        trainer = self.trainers.get(name)
+        if isinstance(self.replicas[name], str) or not hasattr(trainer, "model"):
+            return name  # a replica built on the actor holds its own weights, whatever the trainer shares
+        return id(trainer.model)
 
     @property
     def restarts(self) -> int:
@@ -218,6 +228,18 @@ class RayPolicy:
 
     def close(self) -> None:
         self.pool.close()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # copy.copy, copy.deepcopy and pickle all land here; without this a copy would reach the actor
+        # pool and fail with "cannot pickle 'module' object", naming neither the view nor the fix
+        raise TypeError(f"RayPolicy {self.name!r} is a view of Ray actors and cannot be copied or pickled: take "
+                        "copies (a KL reference) of the trainer policy before ScaleOut.distribute, or of `.trainer`")
+
+    def __deepcopy__(self, memo: Any) -> Any:  # else __getattr__ would hand out the trainer's copier
+        return self.__reduce_ex__(None)
+
+    def __copy__(self) -> Any:
+        return self.__reduce_ex__(None)
 
     def __getattr__(self, attr: str) -> Any:
         trainer = self.__dict__.get("trainer")

@@ -71,7 +71,7 @@ class RaySandbox:
         """Results in job order. `progress` is accepted for Sandbox compatibility and ignored."""
         if not jobs:
             return []
-        shards = self.group.map("run_many", split(list(jobs), len(self.group.actors)))
+        shards = self.group.map("run_many", split(list(jobs), max(1, len(self.group.actors))))  # closed: map says so
         results = [r for shard in shards for r in shard]
         if len(results) != len(jobs):
             raise RuntimeError(f"RaySandbox: {len(results)} results for {len(jobs)} jobs")

@@ -31,6 +31,7 @@ from typing import Any
 from coral.benchmarks.splits import build_tasks, fresh_tasks, rl_tasks, sft_tasks
 from coral.config import UserInputError
 from coral.sandbox.protocol import SandboxProtocol
+from coral.scale import ScaleOut
 from coral.train.checkpoints import TrainedAgent
 from coral.train.corecode_config import CoReCodeConfig
 from coral.train.corecode_eval import EvalSet, eval_sets, evaluate_sets, fmt_change, paired_change_between
@@ -72,12 +73,14 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True, reward_fn: Reward
     sets = eval_sets(cfg, test, fresh)
     say(f"tasks: {len(train)} train; held out: {len(test)} of new skeletons (the test split), "
         f"{len(fresh)} of the training skeletons; depth {cfg.min_depth}-{cfg.max_depth}")
-    with Sandbox(workers=cfg.sandbox_workers) as sandbox:
+    with Sandbox(workers=cfg.sandbox_workers) as sandbox, ScaleOut(cfg.ray_address) as scale:
         policies = build_policies(cfg, train, sandbox)
         learners, state = _resume(cfg, run, policies, sets, say) if cfg.resume and run.latest() else (None, None)
         if state is None:
             learners, state = _cold_start(cfg, run, policies, train, sets, sandbox, progress)
         agents = {role: TrainedAgent(policies[role], learners.get(role)) for role in policies}
+        # after SFT and the KL references (copies of the local models): rollouts and tests on Ray from here
+        policies, sandbox = scale.distribute(policies, sandbox)
         first_step = state["step"] + 1
 
         def on_step(metrics: dict[str, float], history: list[dict[str, float]]) -> None:

@@ -85,6 +85,8 @@ class CoReCodeConfig:
     checkpoint_every_steps: int = 5  # RL steps between checkpoints (a kill -9 loses at most these)
     resume: bool = True  # continue from out_dir's latest checkpoint (false: start over)
     sandbox_workers: int = 2  # sandbox worker processes that run the tests
+    # "local", "auto" or a Ray address: RL rollouts and tests on Ray actors (coral.scale); None: no Ray
+    ray_address: str | None = None
     eval_batch_samples: int = 50  # samples generated per evaluation batch
     # held-out pass@1 is also estimated from this many samples per task at rl.temperature (the distribution
     # RL optimises), after SFT and after RL (0: greedy pass@1 only)

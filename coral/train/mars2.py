@@ -73,6 +73,8 @@ class MARS2Config:
     max_new_tokens: int = 96  # longest code, in tokens
     eval_algorithm: Literal["abmcts", "uct", "best_of_n"] = "abmcts"  # tree search of the held-out evaluation
     sandbox_workers: int = 2  # sandbox worker processes that run the tests
+    # "local", "auto" or a Ray address: RL searches and tests on Ray actors (coral.scale); None: no Ray
+    ray_address: str | None = None
     checkpoint_every_steps: int = 1  # RL steps between checkpoints (a kill -9 loses at most these)
     resume: bool = True  # continue from out_dir's latest checkpoint (false: start over)
 
@@ -255,6 +257,7 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
     import torch
 
     from coral.sandbox import Sandbox
+    from coral.scale import ScaleOut
     from coral.train.grpo import AgentLearner
 
     run = Run(cfg.out_dir, cfg, start_over=not cfg.resume)
@@ -263,6 +266,7 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
     train, test = tasks or build_tasks(cfg.splits)
     own = sandbox is None
     sandbox = sandbox or Sandbox(workers=cfg.sandbox_workers)
+    scale = ScaleOut(cfg.ray_address)
     try:
         policies, fresh = _initial_policies(cfg, run, policies, train, sandbox, progress)
         learners = [AgentLearner(f"agent{i}", p, cfg.rl) for i, p in enumerate(policies)]
@@ -282,11 +286,15 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
                 print(f"step {int(m['step'])}/{cfg.rl_steps} reward {m['reward']:.3f} pass {m['pass_rate']:.3f} "
                       f"tree pass@N {m['tree_pass@n']:.3f} {m['step_s']:.1f}s", flush=True)
 
-        state = drive(run, lambda step, batch: mars2_step(cfg, step, batch, policies, learners, sandbox, reward_fn),
+        # after the cold start and the learners: searches and tests on Ray from here (ray_address None: the same objects)
+        ray_policies, ray_sandbox = scale.distribute(policies, sandbox)
+        state = drive(run, lambda step, batch: mars2_step(cfg, step, batch, ray_policies, learners, ray_sandbox,
+                                                          reward_fn),
                       train, agents, state, steps=cfg.rl_steps, tasks_per_step=cfg.tasks_per_step, seed=cfg.seed,
                       checkpoint_every_steps=cfg.checkpoint_every_steps, on_step=say)
-        after, trees = evaluate_search(cfg, policies, test, sandbox)
+        after, trees = evaluate_search(cfg, ray_policies, test, ray_sandbox)
     finally:
+        scale.close()
         if own:
             sandbox.close()
     for i, policy in enumerate(policies):

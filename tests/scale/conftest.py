@@ -4,6 +4,7 @@ sandbox actors reused by those tests (each actor start imports torch: seconds on
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from pathlib import Path
@@ -39,11 +40,18 @@ def step_bench():
 
 
 @pytest.fixture(scope="session")
-def actors(ray_cluster, step_bench):
+def make_policies(step_bench):
+    """The bench's planner and coder at the tests' size: one layer of width 32 (a forward, a backward and an
+    actor's copy cost milliseconds; the width does not change what the tests check)."""
+    return functools.partial(step_bench.make_policies, d_model=32, n_layers=1)
+
+
+@pytest.fixture(scope="session")
+def actors(ray_cluster, make_policies):
     """Trainer policies (planner, coder), a 2-actor RolloutPool of them and a 2-actor RaySandbox."""
     from coral.scale import RaySandbox, RolloutPool
 
-    trainers = step_bench.make_policies()
+    trainers = make_policies()
     initial = {r: {n: t.clone() for n, t in p.model.state_dict().items()} for r, p in trainers.items()}
     pool = RolloutPool(trainers, 2, cpus_per_worker=0.25)
     sandbox = RaySandbox(2, workers=1, timeout_s=TIMEOUT_S, cpus_per_actor=0.25)
