@@ -39,7 +39,8 @@ def d_model(policy: Any) -> int:
 
 class RecursiveMAS(nn.Module):
     def __init__(self, pattern: Pattern, agents: Mapping[str, Any], latent_steps: int = 16,
-                 tool: Tool | None = None, tool_max_new_tokens: int = 128) -> None:
+                 tool: Tool | None = None, tool_max_new_tokens: int = 128,
+                 gradient_checkpointing: bool = False) -> None:
         super().__init__()
         missing = [r for r in pattern.roles if r not in agents]
         if missing:
@@ -48,6 +49,7 @@ class RecursiveMAS(nn.Module):
             raise ValueError(f"latent_steps must be >= 1, got {latent_steps}")
         self.pattern, self.latent_steps = pattern, latent_steps
         self.tool, self.tool_max_new_tokens = tool, tool_max_new_tokens
+        self.gradient_checkpointing = gradient_checkpointing
         self.agents = dict(agents)  # not submodules: LM weights are not part of the links' state
         for policy in self.agents.values():
             policy.model.eval()
@@ -90,10 +92,20 @@ class RecursiveMAS(nn.Module):
                         break
                     if self.tool is not None:
                         notes = self._run_tool(embedded, questions)
-                current[role] = latent_rollout(self.agents[role].model, self.inner[role], embedded,
-                                               self.latent_steps)
+                current[role] = self._think(role, embedded)
             previous = current
         return finals
+
+    def _think(self, role: str, embedded: Embedded) -> Tensor:
+        """`role`'s m latent thoughts. With gradient checkpointing (under grad) the LM's activations of
+        this rollout are dropped after the forward pass and recomputed in backward: memory per unrolled
+        (round, role) falls to its inputs and thoughts, for one extra forward pass each."""
+        model, inner = self.agents[role].model, self.inner[role]
+        if self.gradient_checkpointing and torch.is_grad_enabled():
+            from torch.utils.checkpoint import checkpoint
+
+            return checkpoint(latent_rollout, model, inner, embedded, self.latent_steps, use_reentrant=False)
+        return latent_rollout(model, inner, embedded, self.latent_steps)
 
     def _embed(self, role: str, questions: Sequence[str], r: int, current: Mapping[str, Tensor],
                previous: Mapping[str, Tensor], notes: Sequence[str] | None) -> Embedded:

@@ -63,6 +63,8 @@ class RecursiveMASConfig:
     warmup_steps: int = 10  # linear warm-up before the cosine schedule, in steps
     max_grad_norm: float = 1.0  # gradient norm clip per step
     earlier_round_weight: float = 0.0  # loss weight of the final agent's answer in earlier rounds
+    # recompute each unrolled (round, agent) latent rollout in backward instead of keeping its activations
+    gradient_checkpointing: bool = False
     max_new_tokens: int = 160  # longest decoded answer, in tokens
     out_dir: str = "runs/recursivemas"  # run directory: state.pt, metrics, evaluations
     checkpoint_every: int = 50  # steps between checkpoints
