@@ -74,7 +74,7 @@ def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[s
         pattern = get_pattern(cfg.pattern)
         tool = SandboxTool(sandbox, [*train, *test]) if pattern.name == "deliberation" else None
         system = RecursiveMAS(pattern, agents, cfg.latent_steps, tool=tool,
-                              gradient_checkpointing=cfg.gradient_checkpointing)
+                              gradient_checkpointing=cfg.gradient_checkpointing, link_init=cfg.link_init)
         print(system.describe())
         print(f"records: {len(train)} train, {len(test)} test; batch {cfg.batch_size}; "
               f"{cfg.inner_steps} inner + {cfg.outer_steps} outer steps; R={cfg.rounds}, m={cfg.latent_steps}")
@@ -114,7 +114,7 @@ def load_trained(cfg: RecursiveMASConfig, tool: Any = None) -> RecursiveMAS:
     if missing:
         raise FileNotFoundError(f"{root / 'agents' / missing[0]}: no saved agent (run `coral train` first)")
     agents = {r: HFPolicy.load(root / "agents" / r) for r in pattern.roles}
-    system = RecursiveMAS(pattern, agents, cfg.latent_steps, tool=tool)
+    system = RecursiveMAS(pattern, agents, cfg.latent_steps, tool=tool, link_init=cfg.link_init)
     if (root / STATE_FILE).is_file():
         system.load_state_dict(torch.load(root / STATE_FILE, weights_only=False)["links"])
     return system
