@@ -22,13 +22,14 @@ def test_embedding_rms_is_the_root_mean_square_entry():
 
 
 def test_scaled_links_give_latents_the_norm_of_a_token_embedding():
-    inner, outer = InnerLink(2), OuterLink(2, 2)
-    init_links("scaled", {"a": inner}, {"a__to__b": (outer, "a", "b")}, {"a": E_SRC, "b": E_DST})
-    x = torch.randn(5, 2)
-    # a 2-wide LayerNorm output is (+-1, -+1) times its gain: norm = gain * sqrt(2) = the table's RMS * sqrt(d)
-    expected_inner, expected_outer = embedding_rms(E_SRC) * 2**0.5, embedding_rms(E_DST) * 2**0.5
-    torch.testing.assert_close(inner(x).norm(dim=-1), torch.full((5,), expected_inner), atol=0, rtol=1e-3)  # eps of LayerNorm
-    torch.testing.assert_close(outer(x).norm(dim=-1), torch.full((5,), expected_outer), atol=0, rtol=1e-3)  # eps of LayerNorm
+    gen = torch.Generator().manual_seed(0)
+    e_src, e_dst = 0.1 * torch.randn(20, 8, generator=gen), 0.3 * torch.randn(20, 8, generator=gen)
+    inner, outer = InnerLink(8), OuterLink(8, 8)
+    init_links("scaled", {"a": inner}, {"a__to__b": (outer, "a", "b")}, {"a": e_src, "b": e_dst})
+    x = 10 * torch.randn(5, 8, generator=gen)  # spread out, so LayerNorm's eps is negligible
+    # a LayerNorm output with gain g (bias 0) has RMS entry g: norm = the table's RMS entry * sqrt(d)
+    torch.testing.assert_close(inner(x).norm(dim=-1), torch.full((5,), embedding_rms(e_src) * 8**0.5), rtol=1e-3, atol=0)
+    torch.testing.assert_close(outer(x).norm(dim=-1), torch.full((5,), embedding_rms(e_dst) * 8**0.5), rtol=1e-3, atol=0)
 
 
 def test_aligned_outer_link_starts_as_the_ridge_map_between_embedding_tables():
