@@ -64,7 +64,8 @@ def main() -> None:
     cfg = bench_config(args)
     t0 = time.perf_counter()
     train, test = build_records(cfg)
-    system = RecursiveMAS(get_pattern(cfg.pattern), load_or_build_agents(cfg, train, False), cfg.latent_steps)
+    system = RecursiveMAS(get_pattern(cfg.pattern), load_or_build_agents(cfg, train, False), cfg.latent_steps,
+                          gradient_checkpointing=cfg.gradient_checkpointing, link_init=cfg.link_init)
     state = new_state(cfg, system, train)
     load_state(state, cfg.out_dir)  # a rerun with the same out_dir reuses agents and trained links
     run_steps(state, cfg.inner_steps + cfg.outer_steps)

@@ -23,7 +23,9 @@ from coral.workflows.chain import ChainConfig, run_chain
 @dataclass(frozen=True)
 class EvalConfig:
     bench: str = "procedural-test"  # benchmark name or a JSONL/parquet file of tasks
-    workflow: Literal["single", "chain"] = "chain"  # single: coder alone; chain: planner -> coder
+    # single: coder alone; chain: planner -> coder; recursive / text-mas: a RecursiveMAS run's agents
+    # (latent_run_dir) in latent space / exchanging text, on that run's records (bench, model unused)
+    workflow: Literal["single", "chain", "recursive", "text-mas"] = "chain"
     model: str = "tiny"  # the coder's model: tiny, a model directory, scripted:FILE, openai:URL[#model], vllm:NAME
     planner_model: str | None = None  # default: the coder's model (one shared policy)
     limit: int | None = None  # evaluate only the first N tasks (None: all)
@@ -39,6 +41,9 @@ class EvalConfig:
     sandbox_workers: int = 2  # sandbox worker processes that run the tests
     out_dir: str = "runs/eval"  # where samples.jsonl and summary.json go
     ray_address: str | None = None  # "local", "auto" or an address: rollouts and sandbox jobs on Ray (coral.scale)
+    latent_run_dir: str | None = None  # recursive / text-mas: run directory of `coral train` (recipe recursivemas)
+    latent_rounds: int = 0  # recursive / text-mas: rounds R (0: the run's own)
+    latent_split: Literal["train", "test"] = "test"  # recursive / text-mas: which records of the run
 
     def __post_init__(self) -> None:
         if self.samples_per_task < 1:
@@ -132,6 +137,8 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
     from coral.benchmarks import load_benchmark
     from coral.sandbox import Sandbox
 
+    if cfg.workflow in LATENT_WORKFLOWS:
+        return run_latent_eval(cfg)
     tasks = list(tasks) if tasks is not None else load_benchmark(cfg.bench, limit=cfg.limit, seed=cfg.seed)
     if not tasks:
         raise UserInputError(f"benchmark {cfg.bench!r} has no tasks")
@@ -171,6 +178,29 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
             local.close()
     summary = summarize_samples(records, cfg.ks)
     summary["wall_s"] = time.perf_counter() - start
+    (out_dir / "summary.json").write_text(json.dumps({"config": asdict(cfg), "summary": summary}, indent=2))
+    return summary
+
+
+LATENT_WORKFLOWS = ("recursive", "text-mas")
+
+
+def run_latent_eval(cfg: EvalConfig) -> dict[str, float]:
+    """`--workflow recursive | text-mas`: coral.latent's evaluation of a trained RecursiveMAS run;
+    writes `<out_dir>/samples.jsonl` (answer, correct, decoded tokens, wall time per sample) and
+    `<out_dir>/summary.json`."""
+    from coral.latent import eval_run
+
+    if cfg.latent_run_dir is None:
+        raise UserInputError(f"workflow {cfg.workflow!r} needs field 'latent_run_dir' (a run of `coral train` "
+                             f"with recipe recursivemas)")
+    out_dir = Path(cfg.out_dir)
+    summary = eval_run(cfg.latent_run_dir, cfg.workflow, cfg.latent_rounds or None, cfg.latent_split,
+                       samples_path=out_dir / "samples.jsonl")
+    n = len((out_dir / "samples.jsonl").read_text().splitlines())
+    # wall_s: the workflows' own time (loading the agents and judging answers are not part of it)
+    summary = {"samples": float(n), **summary, "decoded_tokens": summary["decoded_tokens_per_sample"] * n,
+               "wall_s": summary["wall_s_per_sample"] * n}
     (out_dir / "summary.json").write_text(json.dumps({"config": asdict(cfg), "summary": summary}, indent=2))
     return summary
 

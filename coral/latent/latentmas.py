@@ -19,17 +19,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from coral.latent.links import ridge_realignment
 from coral.latent.patterns import Pattern
 from coral.latent.rollout import Embedded, assemble, forward_hidden, greedy_decode, new_cache, split_prompt
-
-
-def ridge_realignment(w_out: Tensor, w_in: Tensor, ridge_lambda: float) -> Tensor:
-    """W_a (d x d) minimising ||W_out W_a - W_in||^2 + lambda ||W_a||^2."""
-    if ridge_lambda < 0:
-        raise ValueError(f"ridge_lambda must be >= 0, got {ridge_lambda}")
-    w_out, w_in = w_out.double(), w_in.double()
-    gram = w_out.T @ w_out + ridge_lambda * torch.eye(w_out.shape[1], dtype=torch.float64, device=w_out.device)
-    return torch.linalg.solve(gram, w_out.T @ w_in)
 
 
 class LatentMAS:

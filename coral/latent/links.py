@@ -7,13 +7,30 @@
   with W1: d_src -> 2 d_tgt, W2: 2 d_tgt -> d_tgt, W3: d_src -> d_tgt. It carries a source agent's latent
   thoughts (already through the source's inner link) into the target agent's embedding space.
 
-Both are plain `torch.nn.Module`s over the last dimension of any tensor. This module does NOT run
-language models, decide where latents go, or train anything (see rollout.py, system.py, train.py).
+Both are plain `torch.nn.Module`s over the last dimension of any tensor.
+
+Initialisation (`init_links`, applied by system.py). A frozen agent reads its slot well only when the
+latents look like its token embeddings (measured: the solver's own embeddings of the gold text in the
+slot give CE 0.004; zeros, or random vectors of norm 0.2x to 5x an embedding, all give CE 1.44 - the
+loss is flat there, so the outer gradient is too weak to find the embeddings). So:
+  - "scaled": every final LayerNorm's gain starts at the RMS entry of its target agent's input
+    embeddings, so a latent has the norm of a token embedding (PyTorch's gain 1 gives norm sqrt(d),
+    ~5x too large for the tiny agents; the cosine inner loss never corrects it: cos ignores scale);
+  - "aligned" (agents sharing one vocabulary): "scaled", and each outer link starts as the ridge map
+    from the source's input embeddings to the target's (W3 = (E_s^T E_s + lambda I)^-1 E_s^T E_t, the
+    MLP branch's W2 scaled by 0.01), so a source thought near the source's embedding of token x lands near the
+    target's embedding of x: the untrained system is a soft text MAS;
+  - "random": PyTorch's defaults.
+This module does NOT run language models, decide where latents go, or train anything (see rollout.py,
+system.py, train.py).
 """
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
+
+LINK_INITS = ("aligned", "scaled", "random")
 
 
 class InnerLink(nn.Module):
@@ -60,3 +77,42 @@ def describe_links(inner: dict[str, InnerLink], outer: dict[str, OuterLink]) -> 
     total = sum(num_parameters(m) for m in [*inner.values(), *outer.values()])
     return "\n".join([*lines, f"links total: {total:,} parameters"])
 
+
+
+def ridge_realignment(w_out: Tensor, w_in: Tensor, ridge_lambda: float) -> Tensor:
+    """W (d_out x d_in) minimising ||W_out W - W_in||^2 + lambda ||W||^2 (rows: one per token), in float64."""
+    if ridge_lambda < 0:
+        raise ValueError(f"ridge_lambda must be >= 0, got {ridge_lambda}")
+    w_out, w_in = w_out.double(), w_in.double()
+    gram = w_out.T @ w_out + ridge_lambda * torch.eye(w_out.shape[1], dtype=torch.float64, device=w_out.device)
+    return torch.linalg.solve(gram, w_out.T @ w_in)
+
+
+def embedding_rms(table: Tensor) -> float:
+    """The RMS entry of an input-embedding table: LayerNorm gain that gives outputs its rows' norm."""
+    return float(table.detach().double().pow(2).mean().sqrt())
+
+
+@torch.no_grad()
+def init_links(how: str, inner: dict[str, InnerLink], outer: dict[str, tuple[OuterLink, str, str]],
+               tables: dict[str, Tensor], ridge_lambda: float = 1e-3) -> None:
+    """Initialise links in place (see the module docstring). `outer[key] = (link, source, target)`;
+    `tables[agent]` is that agent's input-embedding weight (vocab x d); "aligned" needs one vocabulary."""
+    if how not in LINK_INITS:
+        raise ValueError(f"link_init must be one of {LINK_INITS}, got {how!r}")
+    if how == "random":
+        return
+    for role, link in inner.items():
+        link.ln_post.weight.fill_(embedding_rms(tables[role]))
+    for link, src, dst in outer.values():
+        link.ln_tgt.weight.fill_(embedding_rms(tables[dst]))
+        if how == "aligned":
+            e_src, e_dst = tables[src].detach(), tables[dst].detach()
+            if e_src.shape[0] != e_dst.shape[0]:
+                raise ValueError(f"link_init 'aligned' needs agents of one vocabulary; {src} has "
+                                 f"{e_src.shape[0]} tokens, {dst} {e_dst.shape[0]} (use link_init 'scaled')")
+            # lambda relative to the Gram matrix's mean diagonal, so it means the same at any scale
+            lam = ridge_lambda * float(e_src.double().pow(2).sum(0).mean())
+            link.w3.weight.copy_(ridge_realignment(e_src, e_dst, lam).T.to(link.w3.weight.dtype))
+            link.w2.weight.mul_(1e-2)  # near zero, not zero: W1 gets gradient from the first step on
+            link.w2.bias.zero_()

@@ -17,8 +17,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from coral.config import UserInputError
 from coral.latent.agents import build_agents, build_records
-from coral.latent.evaluate import evaluate
+from coral.latent.evaluate import EvalResult, evaluate
 from coral.latent.patterns import get_pattern
 from coral.latent.system import RecursiveMAS
 from coral.latent.tools import SandboxTool
@@ -75,7 +76,8 @@ def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[s
         agents, sandbox = scale.distribute(agents, sandbox)
         pattern = get_pattern(cfg.pattern)
         tool = SandboxTool(sandbox, [*train, *test]) if pattern.name == "deliberation" else None
-        system = RecursiveMAS(pattern, agents, cfg.latent_steps, tool=tool)
+        system = RecursiveMAS(pattern, agents, cfg.latent_steps, tool=tool,
+                              gradient_checkpointing=cfg.gradient_checkpointing, link_init=cfg.link_init)
         print(system.describe())
         print(f"records: {len(train)} train, {len(test)} test; batch {cfg.batch_size}; "
               f"{cfg.inner_steps} inner + {cfg.outer_steps} outer steps; R={cfg.rounds}, m={cfg.latent_steps}")
@@ -115,41 +117,55 @@ def load_trained(cfg: RecursiveMASConfig, tool: Any = None) -> RecursiveMAS:
     if missing:
         raise FileNotFoundError(f"{root / 'agents' / missing[0]}: no saved agent (run `coral train` first)")
     agents = {r: HFPolicy.load(root / "agents" / r) for r in pattern.roles}
-    system = RecursiveMAS(pattern, agents, cfg.latent_steps, tool=tool)
+    system = RecursiveMAS(pattern, agents, cfg.latent_steps, tool=tool, link_init=cfg.link_init)
     if (root / STATE_FILE).is_file():
         system.load_state_dict(torch.load(root / STATE_FILE, weights_only=False)["links"])
     return system
 
 
-def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = None,
-                  split: str = "test") -> dict[str, float]:
-    """`coral eval --workflow recursive | text-mas | single` on a trained run's agents: writes
-    out_dir/eval_WORKFLOW_R{rounds}.jsonl (answer, correct, decoded tokens and wall time per sample)
-    and returns accuracy, decoded tokens and wall time per sample."""
+def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = None, split: str = "test",
+                  samples_path: str | Path | None = None) -> dict[str, float]:
+    """`coral eval --workflow recursive | text-mas | single` on a trained run's agents, batch by batch
+    (cfg.batch_size records, each batch timed on its own): writes one JSON line per sample to
+    `samples_path` (default out_dir/eval_WORKFLOW_R{rounds}.jsonl: answer, correct, decoded tokens, and
+    wall_s = its batch's wall time / the batch's size) and returns accuracy, decoded tokens and wall time per
+    sample."""
     from coral.sandbox import Sandbox
 
     rounds = rounds or cfg.rounds
     train, test = build_records(cfg)
     records = {"train": train, "test": test}.get(split)
     if records is None:
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    with Sandbox(workers=2) as sandbox:
+        raise UserInputError(f"split must be 'train' or 'test', got {split!r}")
+    path = Path(samples_path) if samples_path is not None else Path(cfg.out_dir) / f"eval_{workflow}_R{rounds}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    correct: list[bool] = []
+    tokens: list[int] = []
+    wall_s = 0.0
+    with Sandbox(workers=2) as sandbox, path.open("w") as fh:
         tool = SandboxTool(sandbox, [*train, *test]) if cfg.pattern == "deliberation" else None
         system = load_trained(cfg, tool)
-        res = evaluate(workflow, system, records, rounds, sandbox, cfg.max_new_tokens, cfg.batch_size)
-    per_sample_s = res.wall_s / max(1, len(records))
-    with (Path(cfg.out_dir) / f"eval_{workflow}_R{rounds}.jsonl").open("w") as fh:
-        for rec, ans, ok, n in zip(records, res.answers, res.correct, res.tokens, strict=True):
-            fh.write(json.dumps({"id": rec.id, "answer": ans, "correct": ok, "decoded_tokens": n,
-                                 "wall_s": per_sample_s}) + "\n")
-    return res.summary()
+        for lo in range(0, len(records), cfg.batch_size):
+            batch = records[lo : lo + cfg.batch_size]
+            res = evaluate(workflow, system, batch, rounds, sandbox, cfg.max_new_tokens, cfg.batch_size)
+            for rec, ans, ok, n in zip(batch, res.answers, res.correct, res.tokens, strict=True):
+                fh.write(json.dumps({"id": rec.id, "workflow": workflow, "rounds": rounds, "answer": ans,
+                                     "correct": ok, "decoded_tokens": n, "wall_s": res.wall_s / len(batch),
+                                     "batch_wall_s": res.wall_s}) + "\n")
+            fh.flush()
+            correct += res.correct
+            tokens += res.tokens
+            wall_s += res.wall_s
+    return EvalResult(workflow, rounds, [], correct, tokens, wall_s).summary()
 
 
-def eval_run(run_dir: str | Path, workflow: str, rounds: int | None = None, split: str = "test") -> dict[str, float]:
+def eval_run(run_dir: str | Path, workflow: str, rounds: int | None = None, split: str = "test",
+             samples_path: str | Path | None = None) -> dict[str, float]:
     """`eval_workflow` on the run in `run_dir` (written by `coral train` with recipe recursivemas)."""
     path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not a RecursiveMAS run directory (no {CONFIG_FILE})")
+        raise UserInputError(f"{path}: not a RecursiveMAS run directory (no {CONFIG_FILE}; "
+                             f"`coral train` with recipe recursivemas writes one)")
     fields = json.loads(path.read_text())
     cfg = RecursiveMASConfig(**{**fields, "agent_widths": tuple(fields["agent_widths"]), "out_dir": str(run_dir)})
-    return eval_workflow(cfg, workflow, rounds, split)
+    return eval_workflow(cfg, workflow, rounds, split, samples_path)

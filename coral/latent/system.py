@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from coral.latent.links import InnerLink, OuterLink, describe_links
+from coral.latent.links import InnerLink, OuterLink, describe_links, init_links
 from coral.latent.patterns import Pattern
 from coral.latent.rollout import Embedded, SplitPrompt, assemble, greedy_decode, latent_rollout, split_prompt
 
@@ -39,7 +39,8 @@ def d_model(policy: Any) -> int:
 
 class RecursiveMAS(nn.Module):
     def __init__(self, pattern: Pattern, agents: Mapping[str, Any], latent_steps: int = 16,
-                 tool: Tool | None = None, tool_max_new_tokens: int = 128) -> None:
+                 tool: Tool | None = None, tool_max_new_tokens: int = 128,
+                 gradient_checkpointing: bool = False, link_init: str = "aligned") -> None:
         super().__init__()
         missing = [r for r in pattern.roles if r not in agents]
         if missing:
@@ -48,6 +49,7 @@ class RecursiveMAS(nn.Module):
             raise ValueError(f"latent_steps must be >= 1, got {latent_steps}")
         self.pattern, self.latent_steps = pattern, latent_steps
         self.tool, self.tool_max_new_tokens = tool, tool_max_new_tokens
+        self.gradient_checkpointing = gradient_checkpointing
         self.agents = dict(agents)  # not submodules: LM weights are not part of the links' state
         for policy in self.agents.values():
             policy.model.eval()
@@ -56,8 +58,22 @@ class RecursiveMAS(nn.Module):
         self.inner = nn.ModuleDict({r: InnerLink(d_model(self.agents[r])) for r in pattern.roles})
         self.outer = nn.ModuleDict({edge_key(s, t): OuterLink(d_model(self.agents[s]), d_model(self.agents[t]))
                                     for s, t in pattern.edges()})
+        self._init_links(link_init)
         device = self.agents[pattern.final].device
         self.to(device)
+
+    def _init_links(self, how: str) -> None:
+        """links.init_links; "aligned" maps embeddings token by token, so every agent must share one vocabulary."""
+        if how == "aligned":
+            vocabs = {r: self.agents[r].tokenizer.get_vocab() for r in self.pattern.roles}
+            first = self.pattern.roles[0]
+            other = next((r for r in self.pattern.roles if vocabs[r] != vocabs[first]), None)
+            if other is not None:
+                raise ValueError(f"link_init 'aligned' needs agents of one vocabulary, but {first!r} and {other!r} "
+                                 f"tokenize differently; use link_init 'scaled'")
+        tables = {r: self.agents[r].model.get_input_embeddings().weight for r in self.pattern.roles}
+        outer = {edge_key(s, t): (self.outer[edge_key(s, t)], s, t) for s, t in self.pattern.edges()}
+        init_links(how, dict(self.inner.items()), outer, tables)
 
     def describe(self) -> str:
         return describe_links(dict(self.inner.items()), dict(self.outer.items()))
@@ -90,10 +106,20 @@ class RecursiveMAS(nn.Module):
                         break
                     if self.tool is not None:
                         notes = self._run_tool(embedded, questions)
-                current[role] = latent_rollout(self.agents[role].model, self.inner[role], embedded,
-                                               self.latent_steps)
+                current[role] = self._think(role, embedded)
             previous = current
         return finals
+
+    def _think(self, role: str, embedded: Embedded) -> Tensor:
+        """`role`'s m latent thoughts. With gradient checkpointing (under grad) the LM's activations of
+        this rollout are dropped after the forward pass and recomputed in backward: memory per unrolled
+        (round, role) falls to its inputs and thoughts, for one extra forward pass each."""
+        model, inner = self.agents[role].model, self.inner[role]
+        if self.gradient_checkpointing and torch.is_grad_enabled():
+            from torch.utils.checkpoint import checkpoint
+
+            return checkpoint(latent_rollout, model, inner, embedded, self.latent_steps, use_reentrant=False)
+        return latent_rollout(model, inner, embedded, self.latent_steps)
 
     def _embed(self, role: str, questions: Sequence[str], r: int, current: Mapping[str, Tensor],
                previous: Mapping[str, Tensor], notes: Sequence[str] | None) -> Embedded:

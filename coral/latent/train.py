@@ -31,6 +31,7 @@ import torch
 
 from coral.latent.agents import text_sources
 from coral.latent.data import Record
+from coral.latent.links import LINK_INITS
 from coral.latent.rollout import answer_nll, assemble, split_prompt, teacher_forced
 from coral.latent.system import RecursiveMAS
 
@@ -63,6 +64,11 @@ class RecursiveMASConfig:
     warmup_steps: int = 10  # linear warm-up before the cosine schedule, in steps
     max_grad_norm: float = 1.0  # gradient norm clip per step
     earlier_round_weight: float = 0.0  # loss weight of the final agent's answer in earlier rounds
+    # recompute each unrolled (round, agent) latent rollout in backward instead of keeping its activations
+    gradient_checkpointing: bool = False
+    # link initialisation: aligned (outer links start as the ridge map between the agents' token
+    # embeddings; one vocabulary), scaled (latents at token-embedding norm), random (PyTorch defaults)
+    link_init: str = "aligned"
     max_new_tokens: int = 160  # longest decoded answer, in tokens
     out_dir: str = "runs/recursivemas"  # run directory: state.pt, metrics, evaluations
     checkpoint_every: int = 50  # steps between checkpoints
@@ -83,6 +89,8 @@ class RecursiveMASConfig:
         if not self.agent_widths or any(w < 4 or w % 4 for w in self.agent_widths):
             raise ValueError(f"RecursiveMASConfig field 'agent_widths': each must be a multiple of 4 (heads), "
                              f"got {self.agent_widths}")
+        if self.link_init not in LINK_INITS:
+            raise ValueError(f"RecursiveMASConfig field 'link_init' must be one of {LINK_INITS}, got {self.link_init!r}")
         if self.earlier_round_weight < 0:
             raise ValueError(f"RecursiveMASConfig field 'earlier_round_weight' must be >= 0, "
                              f"got {self.earlier_round_weight}")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from conftest import tiny_agent
 
-from coral.latent.latentmas import LatentMAS, ridge_realignment
+from coral.latent.latentmas import LatentMAS
+from coral.latent.links import ridge_realignment
 from coral.latent.patterns import PATTERNS
 
 

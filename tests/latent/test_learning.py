@@ -1,4 +1,9 @@
-"""A short tiny-model run: the outer loss falls and the final agent's training accuracy rises."""
+"""A short tiny-model run: the outer loss falls and the final agent's training accuracy rises.
+
+The agents are cold-started on their roles in the text-MAS format, so the solver answers right with
+the critic's gold text in its slot (4 of 4 here) and wrong with nothing there (0 of 4): the task is
+learnable only through the slot. The run is the recipe's: inner loop, then outer loop, links
+initialised "aligned" (links.py says why the default PyTorch init leaves the loss flat)."""
 
 from __future__ import annotations
 
@@ -15,25 +20,23 @@ from coral.latent.train import RecursiveMASConfig, new_state, run_steps
 from coral.train.sft import SFTConfig, train_sft
 
 
-@pytest.mark.slow  # ~45 s on a quiet 2-core machine: three cold starts (150 SFT steps each) + 80 outer steps
-@pytest.mark.xfail(strict=True, reason="known open: at seed 0 the outer CE falls only 1.44 -> 1.25 and "
-                   "training accuracy stays 0.5 (2026-12-04, 6bef5d4); the links do not yet learn to help here")
-def test_outer_training_lowers_the_loss_and_raises_training_accuracy(tmp_path):
+@pytest.mark.timeout(3600)  # the suite's 300 s is too short on a loaded machine
+@pytest.mark.slow  # minutes: three cold starts (150 SFT steps each) + 40 inner + 80 outer steps (12 min at load 12-15)
+def test_link_training_lowers_the_outer_loss_and_raises_training_accuracy(tmp_path):
     pattern = PATTERNS["sequential"]
     tok = tiny_agent(32, 0).tokenizer
     agents = {"planner": tiny_agent(32, 1, tok), "critic": tiny_agent(48, 2, tok), "solver": tiny_agent(32, 3, tok)}
-    # each agent learns its role in the text-MAS format (its slot holds its source's gold text); in the
-    # latent system the slots hold latents instead, which the outer links must learn to make useful
     for role in pattern.roles:
         train_sft(agents[role], role_examples(pattern, role, RECORDS),
                   SFTConfig(epochs=150, batch_size=4, lr=1e-2, warmup_steps=2), progress=False)
     torch.manual_seed(0)
     mas = RecursiveMAS(pattern, agents, latent_steps=4)
-    cfg = RecursiveMASConfig(latent_steps=4, rounds=1, batch_size=4, inner_steps=0, outer_steps=80,
-                             outer_lr=0.1, warmup_steps=5, out_dir=str(tmp_path), checkpoint_every=1000)
+    cfg = RecursiveMASConfig(latent_steps=4, rounds=1, batch_size=4, inner_steps=40, outer_steps=80,
+                             inner_lr=1e-2, outer_lr=1e-2, warmup_steps=5, out_dir=str(tmp_path),
+                             checkpoint_every=1000)
     before = evaluate("recursive", mas, RECORDS, cfg.rounds, sandbox=None, max_new_tokens=6)
-    state = run_steps(new_state(cfg, mas, RECORDS), cfg.outer_steps)
+    state = run_steps(new_state(cfg, mas, RECORDS), cfg.inner_steps + cfg.outer_steps)
     after = evaluate("recursive", mas, RECORDS, cfg.rounds, sandbox=None, max_new_tokens=6)
-    losses = [m["outer/loss"] for m in state.metrics]
-    assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5
-    assert after.accuracy > before.accuracy, (before.answers, after.answers)
+    losses = [m["outer/loss"] for m in state.metrics if "outer/loss" in m]
+    assert sum(losses[-3:]) / 3 < 0.7 * sum(losses[:3]) / 3  # measured: 1.35 -> 0.59
+    assert after.accuracy > before.accuracy, (before.answers, after.answers)  # measured: 0.5 -> 0.75
