@@ -270,11 +270,30 @@ def _read_tail(fd: int, limit: int) -> bytes:
 
 
 def _all_error(job: Job, message: str) -> ExecutionResult:
+    message = _text(message)
     return ExecutionResult(tests=tuple(TestResult("error", message[:500]) for _ in job.tests), error=message)
+
+
+def _text(message: str) -> str:
+    """A message that came from the program, made encodable: a lone surrogate in an exception message
+    would otherwise crash whatever later encodes it (a feedback prompt, a report, a log line)."""
+    return message.encode("utf-8", "replace").decode("utf-8")
 
 
 def _signal_of(status: int | None) -> int | None:
     return os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None
+
+
+def _how_it_ended(status: int) -> str:
+    """"killed by SIGSEGV", "killed by signal 40" or "exited (3)". A program may raise any signal, and
+    `signal.Signals` names only some of them (not SIGRTMIN+6): an unnamed one must not crash the host."""
+    sig = _signal_of(status)
+    if sig is None:
+        return f"exited ({os.waitstatus_to_exitcode(status)})"
+    try:
+        return f"killed by {signal.Signals(sig).name}"
+    except ValueError:
+        return f"killed by signal {sig}"
 
 
 def _warn_if_unbounded(worker: Worker) -> None:
@@ -308,10 +327,9 @@ def _load_error(outcome: dict, verdict: bytes, stderr: bytes) -> str:
     except ValueError:
         parsed = {}
     if parsed.get("status") == "load_error":
-        return parsed.get("message", "the program failed to load")
-    sig = _signal_of(outcome["c_status"])
-    how = f"was killed by {signal.Signals(sig).name}" if sig else f"exited ({os.waitstatus_to_exitcode(outcome['c_status'])})"
-    return f"the program {how} while loading"
+        return _text(str(parsed.get("message", "the program failed to load")))
+    how = _how_it_ended(outcome["c_status"])
+    return f"the program {'was ' if how.startswith('killed') else ''}{how} while loading"
 
 
 def _judge_assert(outcome: dict, verdict_raw: bytes, memory_mb: int) -> TestResult:
@@ -325,15 +343,13 @@ def _judge_assert(outcome: dict, verdict_raw: bytes, memory_mb: int) -> TestResu
     limited = _limit_verdict(outcome, memory_mb)
     if limited:
         return TestResult(limited[0], limited[1], **measures)
-    status, message = verdict.get("status"), str(verdict.get("message", ""))
+    status, message = verdict.get("status"), _text(str(verdict.get("message", "")))
     if status == "error" and verdict.get("exc") == "MemoryError":
         return TestResult("memory", message, **measures)
     if status == "fail":
         return TestResult("fail", message, **measures)
     if status == "crash":
-        sig = _signal_of(outcome["c_status"])
-        how = f"killed by {signal.Signals(sig).name}" if sig else f"exited ({os.waitstatus_to_exitcode(outcome['c_status'])})"
-        return TestResult("error", f"the program {how} during the test", **measures)
+        return TestResult("error", f"the program {_how_it_ended(outcome['c_status'])} during the test", **measures)
     if status in ("error", "setup_error"):
         return TestResult("error", ("test setup failed: " if status == "setup_error" else "") + message, **measures)
     return TestResult("error", "the judge produced no verdict", **measures)
@@ -353,8 +369,7 @@ def _judge_stdio(outcome: dict, case: TestCase, stdout: bytes, stderr: bytes, me
         tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
         if tail[0].startswith("MemoryError"):
             return TestResult("memory", f"memory limit ({memory_mb} MB) exceeded", **measures)
-        sig = _signal_of(status)
-        how = f"killed by {signal.Signals(sig).name}" if sig else f"exit code {os.WEXITSTATUS(status)}"
+        how = _how_it_ended(status) if _signal_of(status) else f"exit code {os.WEXITSTATUS(status)}"
         return TestResult("error", f"{how}: {tail[0][:300]}".rstrip(": "), **measures)
     got, expected = _normalise(stdout.decode(errors="replace")), _normalise(case.expected_stdout)
     if got == expected:

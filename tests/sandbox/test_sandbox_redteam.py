@@ -1,0 +1,138 @@
+"""Red-team review of coral.sandbox: each test is a hostile (or honest but unusual) program that broke
+something on the code before this review, run in both isolation modes where it applies.
+
+- a program killed by a real-time signal crashed the host's outcome parsing (signal.Signals(40) has no
+  member), losing every result of the `run_many` batch it was in;
+- a lone surrogate in an exception message reached TestResult.message, which cannot be encoded as UTF-8
+  (the feedback prompt, a report or a log line that encodes it crashed later, far from the sandbox);
+- a program lowered the scheduling class / nice value / I/O priority of other processes of its uid (the
+  persistent judge in bwrap, which all later jobs of the worker share; in the fallback any capability-less
+  process of the host user), and moved itself off its worker's CPU to compete with other workers.
+Honest values the wire refused are in test_sandbox_redteam_values.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from sandbox_helpers import asserts
+
+from coral.sandbox import Job
+from coral.sandbox.worker import SERVER_DIR
+from coral.trajectory import TestCase
+
+GOOD = "def f(x):\n    return x + 1\n"
+
+
+def _run(sandbox, code: str, test: str, timeout_s: float = 2.0):
+    return sandbox.run(code, asserts(test), entry_point="f", timeout_s=timeout_s)
+
+
+# ------------------------------------------------------------------ real-time signals and the host's parser
+RT_SIGNAL_JOBS = {
+    "during_a_test": ("import signal\ndef f():\n    signal.raise_signal(40)\n", asserts("assert candidate() == 1")),
+    "while_loading": ("import signal\nsignal.raise_signal(40)\ndef f():\n    return 1\n", asserts("assert candidate() == 1")),
+    "stdio": ("import signal\nsignal.raise_signal(40)\n", (TestCase("stdio", stdin="", expected_stdout="1"),)),
+}
+
+
+@pytest.mark.parametrize("where", sorted(RT_SIGNAL_JOBS))
+def test_a_real_time_signal_is_an_error_verdict_and_the_batch_keeps_its_other_results(sandbox, where):
+    code, tests = RT_SIGNAL_JOBS[where]
+    hostile, good = sandbox.run_many([Job(code, tests, "f", timeout_s=2.0),
+                                      Job(GOOD, asserts("assert candidate(1) == 2"), "f", timeout_s=2.0)])
+    assert hostile.tests[0].verdict == "error" and "40" in hostile.tests[0].message, hostile
+    assert good.passed, good
+
+
+# ------------------------------------------------------------------ messages the host hands on must be text
+@pytest.mark.parametrize("code", ["def f():\n    raise ValueError('a\\ud800b')\n",
+                                  "raise ValueError('a\\ud800b')\ndef f():\n    return 1\n"])
+def test_lone_surrogates_in_a_programs_messages_never_reach_the_host_unencodable(sandbox, code):
+    result = _run(sandbox, code, "assert candidate() == 1")
+    assert result.tests[0].verdict == "error", result
+    result.tests[0].message.encode("utf-8")  # a feedback prompt, report or log line encodes it
+    (result.error or "").encode("utf-8")
+
+
+# ------------------------------------------------------------------ scheduling of other processes
+SCHED_ATTACK = """
+import ctypes, os, platform
+NR = {"x86_64": (314, 251), "aarch64": (274, 30)}[platform.machine()]  # sched_setattr, ioprio_set
+libc = ctypes.CDLL(None, use_errno=True)
+
+def _attack(pid):
+    for call in (lambda: os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0)),
+                 lambda: os.sched_setparam(pid, os.sched_param(0)),
+                 lambda: os.setpriority(os.PRIO_PROCESS, pid, 19)):
+        try:
+            call()
+        except OSError:
+            pass
+    attr = (ctypes.c_uint32 * 12)(48, 0, 0, 0, 19)  # sched_attr: size, SCHED_OTHER, flags, nice 19
+    libc.syscall(NR[0], pid, attr, 0)
+    libc.syscall(NR[1], 1, pid, 3 << 13)  # IOPRIO_WHO_PROCESS, class IDLE
+
+def f(pids, every_process_of_my_uid):
+    for pid in pids:
+        if pid != os.getpid():
+            _attack(pid)
+    if every_process_of_my_uid:
+        libc.setpriority(2, 0, 19)  # PRIO_USER, who 0: every process of the caller's uid
+        libc.syscall(NR[1], 3, 0, 3 << 13)  # IOPRIO_WHO_USER, who 0
+    return 1
+"""
+# Which processes of the worker (other than the prober itself) run below normal scheduling.
+SCHED_PROBE = """
+import ctypes, os, platform
+IOPRIO_GET = {"x86_64": 252, "aarch64": 31}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+
+def f():
+    lowered = []
+    for pid in range(1, 1000):
+        if pid == os.getpid():
+            continue
+        try:
+            nice, policy = os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid)
+        except OSError:
+            continue
+        if nice != 0 or policy != os.SCHED_OTHER or libc.syscall(IOPRIO_GET, 1, pid) >> 13 == 3:
+            lowered.append((pid, nice, policy))
+    return lowered
+"""
+
+
+def test_a_program_cannot_lower_the_scheduling_of_the_judge_that_later_jobs_share(bwrap_sandbox):
+    """bwrap only: its pid namespace holds just this worker, so sweeping every pid touches nothing else
+    (in the fallback the same sweep would renice the host's processes; see the targeted test below)."""
+    assert _run(bwrap_sandbox, SCHED_PROBE, "assert candidate() == []").passed
+    _run(bwrap_sandbox, SCHED_ATTACK, "assert candidate(list(range(1, 1000)), True) == 1")
+    result = _run(bwrap_sandbox, SCHED_PROBE, "assert candidate() == []")
+    assert result.passed, result
+
+
+def test_a_program_cannot_lower_the_scheduling_of_a_host_process(sandbox):
+    """A process of the host user without capabilities (another worker's judge in the fallback, or any
+    process when the host is not root) must keep its scheduling."""
+    code = f"import sys, time\nsys.path.insert(0, {str(SERVER_DIR)!r})\nimport _confine\n" \
+           "_confine.drop_capabilities()\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    victim = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert victim.stdout.readline() == "ready\n"
+        _run(sandbox, SCHED_ATTACK, f"assert candidate([{victim.pid}], False) == 1")
+        assert os.sched_getscheduler(victim.pid) == os.SCHED_OTHER
+        assert os.getpriority(os.PRIO_PROCESS, victim.pid) == 0
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_a_program_stays_on_its_workers_cpu(sandbox):
+    code = ("import os\ndef f():\n    try:\n        os.sched_setaffinity(0, range(64))\n"
+            "    except OSError:\n        pass\n    return len(os.sched_getaffinity(0))\n")
+    result = _run(sandbox, code, "assert candidate() == 1")
+    assert result.passed, result
