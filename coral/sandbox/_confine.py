@@ -2,8 +2,8 @@
 
 The seccomp program is assembled once (`build_seccomp`) in the fork server and installed by each
 forked child after patching in its own pid (`install_seccomp`). It is a deny-list returning EPERM
-for networking, process creation (unless subprocesses are allowed), signalling other processes,
-tracing, namespaces, mounts, io_uring, bpf, keyrings and module loading; an unknown architecture
+for networking, process creation (unless subprocesses are allowed), signalling other processes or
+changing their scheduling, tracing, namespaces, mounts, io_uring, bpf, keyrings and module loading; an unknown architecture
 or the x32 ABI is killed outright. The program is a binary search over syscall numbers: the
 kernel pre-evaluates each new filter for every syscall number when it is installed, and a linear
 chain of ~70 comparisons made that cost ~0.3 ms per child. Landlock (when the kernel has it)
@@ -40,6 +40,7 @@ CLONE_NEW_NAMESPACES = 0x7E020000  # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUS
 # only Landlock ABI 6+ scopes. Denied here whatever the kernel's Landlock.
 F_SETFL, F_SETOWN, F_SETSIG, F_SETOWN_EX, O_ASYNC = 4, 8, 10, 15, 0o20000
 FIOASYNC, FIOSETOWN, SIOCSPGRP = 0x5452, 0x8901, 0x8902
+PRIO_USER = 2
 
 # name -> (x86_64, aarch64); aarch64 has no fork/vfork (None).
 _SYSCALLS: dict[str, tuple[int | None, int | None]] = {
@@ -70,7 +71,8 @@ _SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
     "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182),
     "mq_timedreceive": (243, 183), "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
-    "fcntl": (72, 25), "ioctl": (16, 29),
+    "fcntl": (72, 25), "ioctl": (16, 29), "sched_setparam": (142, 118), "sched_setscheduler": (144, 119),
+    "sched_setattr": (314, 274), "ioprio_set": (251, 30),
 }
 _NETWORK = ("socket", "socketpair", "connect", "bind", "listen", "accept", "accept4")
 _ALWAYS_DENIED = _NETWORK + (
@@ -83,6 +85,9 @@ _ALWAYS_DENIED = _NETWORK + (
     "io_uring_enter", "io_uring_register", "open_tree", "move_mount", "fsopen", "fsconfig",
     "fsmount", "fspick", "pidfd_open", "pidfd_getfd", "mount_setattr", "iopl", "ioperm",
     "modify_ldt", "tkill",
+    # the worker's CPU: a candidate's threads stay where its worker is pinned, not on other workers' CPUs;
+    # I/O priority: ioprio_set(IOPRIO_WHO_USER, 0) reaches every process of the uid
+    "sched_setaffinity", "ioprio_set",
     # memory outside RLIMIT_AS (memfd), and state that outlives a process in the worker's IPC
     # namespace (SysV IPC, POSIX message queues): one job could leave data there for the next
     "memfd_create", "memfd_secret", "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl",
@@ -186,8 +191,12 @@ def build_seccomp(allow_subprocess: bool) -> SeccompProgram | None:
         rules[nr["kill"]] = _arg_rule(0, _JEQ, 0xFFFFFFFF, eperm, RET_ALLOW)
     else:  # only the own process group (pid 0)
         rules[nr["kill"]] = _arg_rule(0, _JEQ, 0, RET_ALLOW, eperm)
-    for name, arg in (("prlimit64", 0), ("setpriority", 1), ("sched_setaffinity", 0)):
-        rules[nr[name]] = _arg_rule(arg, _JEQ, 0, RET_ALLOW, eperm)
+    # Only the calling process: the judge is shared by every later job of the worker, and in the fallback
+    # a same-uid process without capabilities may be another worker's judge or the host itself.
+    for name in ("prlimit64", "sched_setparam", "sched_setscheduler", "sched_setattr"):
+        rules[nr[name]] = _arg_rule(0, _JEQ, 0, RET_ALLOW, eperm)
+    # setpriority(PRIO_USER, 0) means every process of the caller's uid: only PRIO_PROCESS/PGRP with who 0
+    rules[nr["setpriority"]] = _arg_rules([(0, _JEQ, PRIO_USER, eperm), (1, _JEQ, 0, RET_ALLOW)], eperm)
     rules[nr["tgkill"]] = _arg_rule(0, _JEQ, _PID_PLACEHOLDER, RET_ALLOW, eperm)  # own threads only
     out += _search_tree(sorted(rules.items()))
     slots = [i for i, ins in enumerate(out) if ins == _ins(_JEQ, _PID_PLACEHOLDER, 0, 1)]

@@ -61,8 +61,9 @@ def expected(nr: int, args: tuple[int, ...], allow_subprocess: bool) -> int:
         "kill": (EPERM if args[0] == -1 else _confine.RET_ALLOW) if allow_subprocess
         else (_confine.RET_ALLOW if args[0] == 0 else EPERM),
         "prlimit64": _confine.RET_ALLOW if args[0] == 0 else EPERM,
-        "setpriority": _confine.RET_ALLOW if args[1] == 0 else EPERM,
-        "sched_setaffinity": _confine.RET_ALLOW if args[0] == 0 else EPERM,
+        "setpriority": EPERM if args[0] == 2 else _confine.RET_ALLOW if args[1] == 0 else EPERM,  # 2: PRIO_USER
+        **{name: _confine.RET_ALLOW if args[0] == 0 else EPERM
+           for name in ("sched_setparam", "sched_setscheduler", "sched_setattr")},
         "tgkill": _confine.RET_ALLOW if args[0] == PID else EPERM,
     }
     return rules.get(name, _confine.RET_ALLOW)
@@ -70,7 +71,8 @@ def expected(nr: int, args: tuple[int, ...], allow_subprocess: bool) -> int:
 
 ARGS = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (-1, 0, 0), (PID, 0, 0), (_confine.CLONE_THREAD | 0x100, 0, 0), (0x100, 0, 0),
         (_confine.CLONE_THREAD | 0x10000000, 0, 0), (0x20000000, 0, 0), (3, 8, 0), (3, 10, 29), (3, 15, 0), (3, 4, 0o20000),
-        (3, 4, 0o4000), (3, 2, 0o20000), (3, 0x5452, 0), (3, 0x8901, 0), (3, 0x8902, 0), (3, 0x5421, 0)]
+        (3, 4, 0o4000), (3, 2, 0o20000), (3, 0x5452, 0), (3, 0x8901, 0), (3, 0x8902, 0), (3, 0x5421, 0),
+        (2, 0, 19), (2, 5, 19)]  # setpriority(PRIO_USER, ...)
 
 
 @pytest.mark.parametrize("allow_subprocess", [False, True])
@@ -93,6 +95,18 @@ def test_the_spec_denies_signal_driven_io_ipc_and_memfd():
     for name in ("memfd_create", "shmget", "msgget", "semget", "mq_open"):
         assert expected(nr[name], (0, 0, 0), True) == EPERM, name
     assert expected(nr["clone"], (0x10000000, 0, 0), True) == EPERM
+
+
+def test_the_spec_confines_scheduling_to_the_calling_process():
+    names = {nums[COLUMN]: name for name, nums in _confine._SYSCALLS.items() if nums[COLUMN] is not None}
+    nr = {name: number for number, name in names.items()}
+    for name in ("sched_setaffinity", "ioprio_set"):  # the worker's CPU; IOPRIO_WHO_USER reaches the whole uid
+        assert expected(nr[name], (0, 0, 0), True) == EPERM, name
+    for name in ("sched_setparam", "sched_setscheduler", "sched_setattr"):
+        assert expected(nr[name], (0, 0, 0), False) == _confine.RET_ALLOW, name
+        assert expected(nr[name], (PID, 0, 0), True) == EPERM, name
+    assert expected(nr["setpriority"], (0, 0, 19), False) == _confine.RET_ALLOW  # PRIO_PROCESS, self
+    assert expected(nr["setpriority"], (2, 0, 19), False) == EPERM  # PRIO_USER, the caller's uid
 
 
 def test_another_architecture_and_x32_numbers_are_killed():
