@@ -65,7 +65,9 @@ class Server:
         self.fresh_tmpfs: bool = config["fresh_tmpfs"]  # bwrap: a new tmpfs per candidate
         self.tmpfs_mb: int = config["tmpfs_mb"]
         self.seccomp = _confine.build_seccomp(self.allow_subprocess)
-        self.landlock_rules = _confine.Landlock(config["read_paths"], config["device_files"])
+        # bwrap already mounts an empty file system over each hidden path; the fallback needs Landlock for it
+        hidden = [] if self.fresh_tmpfs else config.get("hidden_paths", [])
+        self.landlock_rules = _confine.Landlock(config["read_paths"], config["device_files"], hidden)
         self.pid_max = 0
         if self.fresh_tmpfs:
             _rundir.private_mounts()

