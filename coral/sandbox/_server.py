@@ -74,6 +74,7 @@ class Server:
             self.pid_max = _rundir.limit_pids(config["processes"])
             _rundir.mount_fresh(self.run_dir, self.tmpfs_mb, RUN_DIR_INODES, replace=False)
         self.landlock = self.landlock_rules.ruleset(self.run_dir)
+        self.run_dir_made = _rundir.metadata(self.run_dir)  # fallback: what a fresh run dir looks like
         self.dirty = False  # a candidate used the run dir since it was made fresh
         self.restart = False  # the run dir could not be emptied: the host replaces this worker
         self.judge: tuple[int, socket.socket] | None = None  # (pid, control socket), spawned lazily
@@ -91,14 +92,33 @@ class Server:
             return
         self.dirty = False
         if not self.fresh_tmpfs:
-            self.restart = self.restart or not _rundir.wipe(self.run_dir)
+            self.restart = self.restart or not self._renew_fallback_run_dir()
             return
         # Always a new tmpfs, even when the candidate seemed to leave it untouched: its inode counter
         # and root timestamps would tell the next candidate whether its predecessor wrote files.
         _rundir.mount_fresh(self.run_dir, self.tmpfs_mb, RUN_DIR_INODES, replace=True)
+        self._renew_landlock()
+
+    def _renew_landlock(self) -> None:
         if self.landlock is not None:  # a rule names the run dir's root inode, which is new
             os.close(self.landlock)
             self.landlock = self.landlock_rules.ruleset(self.run_dir)
+
+    def _renew_fallback_run_dir(self) -> bool:
+        """Empty the host-disk run dir; one whose own metadata changed (an extended attribute or ACL, its
+        group, a size grown by many entries) is made anew. False when that fails: the host then replaces
+        this worker."""
+        try:
+            if not _rundir.wipe(self.run_dir):
+                return False
+            if _rundir.metadata(self.run_dir) != self.run_dir_made:
+                os.rmdir(self.run_dir)
+                os.mkdir(self.run_dir, 0o700)
+                self._renew_landlock()
+            _rundir.reset_times(self.run_dir)
+            return _rundir.metadata(self.run_dir) == self.run_dir_made
+        except OSError:
+            return False
 
     # ------------------------------------------------------------------------------ one test
     def run(self, req: dict, fds: list[int]) -> dict:

@@ -17,6 +17,7 @@ from hostile_jobs import (
     SIBLING,
     STASH_IN_LOCKED_DIR,
     STASH_IN_READONLY_RUN_DIR,
+    STASH_IN_RUN_DIR_METADATA,
     STASH_IN_SHARED_MEMORY,
     STASH_READER,
     THIEF,
@@ -46,8 +47,9 @@ def test_a_stdio_program_cannot_find_a_sibling_jobs_code(sandbox):
     assert result.tests[0].verdict == "fail", result
 
 
-@pytest.mark.parametrize("stasher", [STASH_IN_LOCKED_DIR, STASH_IN_READONLY_RUN_DIR, STASH_IN_SHARED_MEMORY],
-                         ids=["locked_dir", "read_only_run_dir", "shared_memory"])
+@pytest.mark.parametrize("stasher", [STASH_IN_LOCKED_DIR, STASH_IN_READONLY_RUN_DIR, STASH_IN_SHARED_MEMORY,
+                                     STASH_IN_RUN_DIR_METADATA],
+                         ids=["locked_dir", "read_only_run_dir", "shared_memory", "run_dir_metadata"])
 def test_a_program_cannot_stash_answers_for_a_later_job(sandbox, stasher):
     _run(sandbox, stasher, "assert candidate() == 1")
     result = _run(sandbox, STASH_READER, f"assert candidate() == {SECRET!r}")

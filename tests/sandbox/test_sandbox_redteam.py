@@ -13,6 +13,7 @@ Honest values the wire refused are in test_sandbox_redteam_values.py.
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -197,3 +198,26 @@ def test_landlock_read_rules_leave_out_hidden_paths_even_through_symlinks(tmp_pa
     assert rules[str(tmp_path)] == list_only and rules[str(tmp_path / "pkg")] == list_only
     assert rules[str(tmp_path / "pkg" / "code.py")] == full and rules[str(tmp_path / "other")] == full
     assert not any(path.endswith(("data", "alias")) for path in rules)
+
+
+# ------------------------------------------------------------------ the run dir's own metadata (fallback)
+RUN_DIR_METADATA = ("import os\ndef f():\n    st = os.stat('.')\n    return [sorted(os.listxattr('.')), st.st_size, "
+                    "st.st_gid, oct(st.st_mode), st.st_atime_ns, st.st_mtime_ns]\n")
+
+
+def _run_dir_metadata(sandbox) -> list:
+    message = _run(sandbox, RUN_DIR_METADATA, "v = candidate()\nassert False, repr(v)").tests[0].message
+    return ast.literal_eval(message.split("AssertionError: ", 1)[1].rsplit(" at `", 1)[0])
+
+
+def test_the_run_dirs_own_metadata_carries_nothing_to_the_next_job(sandbox):
+    """The fallback wipes the entries of its run dir but keeps the directory: its extended attributes, ACLs,
+    group, mode, times and size (an ext4 directory never shrinks) must not tell the next job anything."""
+    from hostile_jobs import SECRET, STASH_IN_RUN_DIR_METADATA
+
+    first = _run_dir_metadata(sandbox)
+    assert _run(sandbox, STASH_IN_RUN_DIR_METADATA, "assert candidate() == 1").passed
+    after = _run_dir_metadata(sandbox)
+    assert after[:4] == first[:4], (first, after)
+    stashed = {int.from_bytes(SECRET.encode()[i:i + 8], "big") for i in (0, 8)}
+    assert not stashed & set(after[4:]), after
