@@ -286,6 +286,7 @@ class Server:
         os.setpgid(0, 0)
         _confine.prctl(_confine.PR_SET_PDEATHSIG, signal.SIGKILL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.chdir("/")  # not the fallback's run dir, where programs write (Landlock hides it, if there is Landlock)
         null = os.open("/dev/null", os.O_RDWR)
         vsize_pages, _ = _measure.statm_pages()  # before Landlock, which hides /proc
         _confine.prctl(_confine.PR_SET_NO_NEW_PRIVS, 1)

@@ -221,3 +221,13 @@ def test_the_run_dirs_own_metadata_carries_nothing_to_the_next_job(sandbox):
     assert after[:4] == first[:4], (first, after)
     stashed = {int.from_bytes(SECRET.encode()[i:i + 8], "big") for i in (0, 8)}
     assert not stashed & set(after[4:]), after
+
+
+def test_test_code_does_not_read_relative_paths_from_the_programs_run_dir(sandbox):
+    """Found contained (kept as a regression test): the fallback's judge runs with the worker's run dir as
+    its cwd, where the program writes, but the judge's Landlock rules do not include the run dir."""
+    code = "open('expected.txt', 'w').write('42')\ndef f():\n    return 0\n"
+    test = "try:\n    expected = open('expected.txt').read()\nexcept OSError:\n    expected = None\n" \
+           "assert expected != '42', 'the judge read a file the program planted'"
+    result = _run(sandbox, code, test)
+    assert result.passed, result
