@@ -73,7 +73,13 @@ _SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182),
     "mq_timedreceive": (243, 183), "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
     "fcntl": (72, 25), "ioctl": (16, 29), "sched_setparam": (142, 118), "sched_setscheduler": (144, 119),
-    "sched_setattr": (314, 274), "ioprio_set": (251, 30),
+    "sched_setattr": (314, 274), "ioprio_set": (251, 30), "open_tree_attr": (467, 467),
+    "chmod": (90, None), "fchmod": (91, 52), "fchmodat": (268, 53), "fchmodat2": (452, 452),
+    "chown": (92, None), "fchown": (93, 55), "lchown": (94, None), "fchownat": (260, 54),
+    "utime": (132, None), "utimes": (235, None), "futimesat": (261, None), "utimensat": (280, 88),
+    "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "setxattrat": (463, 463),
+    "removexattr": (197, 14), "lremovexattr": (198, 15), "fremovexattr": (199, 16), "removexattrat": (466, 466),
+    "file_setattr": (469, 469),
 }
 _NETWORK = ("socket", "socketpair", "connect", "bind", "listen", "accept", "accept4")
 _ALWAYS_DENIED = _NETWORK + (
@@ -84,7 +90,7 @@ _ALWAYS_DENIED = _NETWORK + (
     "name_to_handle_at", "open_by_handle_at", "setns", "process_vm_readv", "process_vm_writev",
     "kcmp", "bpf", "userfaultfd", "acct", "pidfd_send_signal", "io_uring_setup",
     "io_uring_enter", "io_uring_register", "open_tree", "move_mount", "fsopen", "fsconfig",
-    "fsmount", "fspick", "pidfd_open", "pidfd_getfd", "mount_setattr", "iopl", "ioperm",
+    "fsmount", "fspick", "pidfd_open", "pidfd_getfd", "mount_setattr", "open_tree_attr", "iopl", "ioperm",
     "modify_ldt", "tkill",
     # the worker's CPU: a candidate's threads stay where its worker is pinned, not on other workers' CPUs;
     # I/O priority: ioprio_set(IOPRIO_WHO_USER, 0) reaches every process of the uid
@@ -96,6 +102,13 @@ _ALWAYS_DENIED = _NETWORK + (
     "mq_timedreceive", "mq_notify", "mq_getsetattr",
 )
 _SUBPROCESS = ("fork", "vfork", "execve", "execveat")
+# File metadata, which Landlock does not cover: denied when host files are visible (the fallback), where the
+# host user owns them and a program could chmod 0 its venv. bwrap's candidates see only read-only mounts.
+_METADATA = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime",
+             "utimes", "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
+             "removexattr", "lremovexattr", "fremovexattr", "removexattrat", "file_setattr")
+# chattr (inode flags, fsxattr) on any file the program can open and owns
+FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR = 0x40086602, 0x40046602, 0x401C5820
 
 
 def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -166,8 +179,9 @@ def _search_tree(rules: list[tuple[int, list[bytes]]]) -> list[bytes]:
     return [_ins(_JGE, rules[mid][0], 0, 1), _ins(_JA, len(left))] + left + right
 
 
-def build_seccomp(allow_subprocess: bool) -> SeccompProgram | None:
-    """Assemble the deny-list filter for this machine, or None on an unsupported architecture."""
+def build_seccomp(allow_subprocess: bool, host_files_visible: bool = False) -> SeccompProgram | None:
+    """Assemble the deny-list filter for this machine, or None on an unsupported architecture.
+    `host_files_visible` (the fallback) also denies changing file metadata (`_METADATA`)."""
     machine = platform.machine()
     if machine not in ("x86_64", "aarch64"):
         return None
@@ -178,6 +192,7 @@ def build_seccomp(allow_subprocess: bool) -> SeccompProgram | None:
     if machine == "x86_64":  # x32 syscalls alias the 64-bit table: refuse them wholesale
         out += [_ins(_JGE, 0x40000000, 0, 1), _ins(_RET, RET_KILL)]
     denied = list(_ALWAYS_DENIED) + ([] if allow_subprocess else list(_SUBPROCESS))
+    denied += list(_METADATA) if host_files_visible else []
     rules = {nr[name]: [_ins(_RET, eperm)] for name in denied if name in nr}
     rules[nr["clone3"]] = [_ins(_RET, _errno(errno.ENOSYS))]  # libc falls back to clone
     # no new namespaces (a new user namespace would give the child every capability inside it), and
@@ -187,7 +202,8 @@ def build_seccomp(allow_subprocess: bool) -> SeccompProgram | None:
         clone_checks.append((0, _JSET, CLONE_THREAD, RET_ALLOW))
     rules[nr["clone"]] = _arg_rules(clone_checks, RET_ALLOW if allow_subprocess else eperm)
     rules[nr["fcntl"]] = _fcntl_rule(eperm)
-    rules[nr["ioctl"]] = _arg_rules([(1, _JEQ, cmd, eperm) for cmd in (FIOASYNC, FIOSETOWN, SIOCSPGRP)], RET_ALLOW)
+    ioctls = (FIOASYNC, FIOSETOWN, SIOCSPGRP, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR)
+    rules[nr["ioctl"]] = _arg_rules([(1, _JEQ, cmd, eperm) for cmd in ioctls], RET_ALLOW)
     if allow_subprocess:  # kill(-1) would reach every process of this uid
         rules[nr["kill"]] = _arg_rule(0, _JEQ, 0xFFFFFFFF, eperm, RET_ALLOW)
     else:  # only the own process group (pid 0)

@@ -64,7 +64,7 @@ class Server:
         self.allow_subprocess: bool = config["allow_subprocess"]
         self.fresh_tmpfs: bool = config["fresh_tmpfs"]  # bwrap: a new tmpfs per candidate
         self.tmpfs_mb: int = config["tmpfs_mb"]
-        self.seccomp = _confine.build_seccomp(self.allow_subprocess)
+        self.seccomp = _confine.build_seccomp(self.allow_subprocess, host_files_visible=not self.fresh_tmpfs)
         # bwrap already mounts an empty file system over each hidden path; the fallback needs Landlock for it
         hidden = [] if self.fresh_tmpfs else config.get("hidden_paths", [])
         self.landlock_rules = _confine.Landlock(config["read_paths"], config["device_files"], hidden)
@@ -299,7 +299,7 @@ class Server:
                              address_space_bytes=vsize_pages * _measure.PAGE_KB * 1024 + JUDGE_MEMORY_MB * 2**20)
         _confine.drop_capabilities()
         if self.seccomp is not None:
-            _confine.install_seccomp(_confine.build_seccomp(False), os.getpid())
+            _confine.install_seccomp(_confine.build_seccomp(False, not self.fresh_tmpfs), os.getpid())
 
     def stop_judge(self) -> None:
         if self.judge is not None:

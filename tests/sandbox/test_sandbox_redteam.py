@@ -231,3 +231,48 @@ def test_test_code_does_not_read_relative_paths_from_the_programs_run_dir(sandbo
            "assert expected != '42', 'the judge read a file the program planted'"
     result = _run(sandbox, code, test)
     assert result.passed, result
+
+
+# ------------------------------------------------------------------ metadata of host files (fallback)
+METADATA_ATTACK = """
+import fcntl, os, struct
+def f(path):
+    done = []
+    try:  # allowed wherever Landlock allows reading (the venv, /usr): not this test's tmp_path
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        fd = -1  # then the fd calls fail with EBADF
+    for name, call in (("chmod", lambda: os.chmod(path, 0)), ("fchmod", lambda: os.fchmod(fd, 0)),
+                       ("utime", lambda: os.utime(path, (0, 0))), ("futimens", lambda: os.utime(fd, (0, 0))),
+                       ("setxattr", lambda: os.setxattr(path, "user.mark", b"1")),
+                       ("fsetxattr", lambda: os.setxattr(fd, "user.mark", b"1")),
+                       ("chown", lambda: os.chown(path, os.getuid(), os.getgid())),
+                       ("setflags", lambda: fcntl.ioctl(fd, 0x40086602, struct.pack("l", 0x80)))):  # noatime
+        try:
+            call()
+            done.append(name)
+        except (OSError, ValueError):
+            pass
+    return done
+"""
+
+
+def test_a_program_cannot_change_the_metadata_of_host_files(sandbox, tmp_path):
+    """Landlock (the fallback's only file confinement) does not cover chmod, chown, utime or extended
+    attributes, and the host user owns its files: a fallback program could chmod 0 a host file it can
+    reach (its venv, or /usr when the host runs as root). bwrap: read-only mounts and another uid."""
+    os.chmod(tmp_path, 0o755)
+    victim = tmp_path / "victim.py"
+    victim.write_text("x = 1\n")
+    os.chmod(victim, 0o644)
+    before = os.stat(victim)
+    result = _run(sandbox, METADATA_ATTACK, f"assert candidate({str(victim)!r}) == []")
+    after = os.stat(victim)
+    assert (after.st_mode, after.st_mtime_ns, os.listxattr(victim)) == (before.st_mode, before.st_mtime_ns, [])
+    assert result.passed or "FileNotFoundError" in result.tests[0].message, result  # bwrap: not even visible
+
+
+def test_a_program_may_still_chmod_its_own_files_with_bwrap(bwrap_sandbox):
+    code = "import os, stat\ndef f():\n    open('run.sh', 'w').close()\n    os.chmod('run.sh', 0o755)\n" \
+           "    return stat.S_IMODE(os.stat('run.sh').st_mode)\n"
+    assert _run(bwrap_sandbox, code, "assert candidate() == 0o755").passed
