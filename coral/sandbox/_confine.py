@@ -330,10 +330,22 @@ def drop_capabilities() -> None:
 
 
 # ------------------------------------------------------------------------------------- rlimits
+SIGNALS_PENDING = 1024  # queued signals and POSIX timers: the kernel counts them per user, not per process
+
+
 def set_rlimits(cpu_s: int, address_space_bytes: int, file_size_bytes: int, open_files: int,
                 processes: int) -> None:
-    """Set soft = hard for each limit, so the candidate cannot raise them back."""
+    """Set soft = hard for each limit, so the candidate cannot raise them back. Also no real-time
+    scheduling (RLIMIT_RTPRIO 0: a SCHED_FIFO spinner would starve its worker's CPU) and few queued
+    signals (each POSIX timer holds one, counted against every process of the same user)."""
     for res, value in ((resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_AS, address_space_bytes),
                        (resource.RLIMIT_FSIZE, file_size_bytes), (resource.RLIMIT_NOFILE, open_files),
-                       (resource.RLIMIT_NPROC, processes), (resource.RLIMIT_CORE, 0)):
+                       (resource.RLIMIT_NPROC, processes), (resource.RLIMIT_CORE, 0), (resource.RLIMIT_RTPRIO, 0),
+                       (resource.RLIMIT_SIGPENDING, _at_most_hard(resource.RLIMIT_SIGPENDING, SIGNALS_PENDING))):
         resource.setrlimit(res, (value, value))
+
+
+def _at_most_hard(res: int, value: int) -> int:
+    """`value`, or the current hard limit when that is lower (raising it would need a capability)."""
+    hard = resource.getrlimit(res)[1]
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)

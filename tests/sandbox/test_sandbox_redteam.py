@@ -276,3 +276,31 @@ def test_a_program_may_still_chmod_its_own_files_with_bwrap(bwrap_sandbox):
     code = "import os, stat\ndef f():\n    open('run.sh', 'w').close()\n    os.chmod('run.sh', 0o755)\n" \
            "    return stat.S_IMODE(os.stat('run.sh').st_mode)\n"
     assert _run(bwrap_sandbox, code, "assert candidate() == 0o755").passed
+
+
+# ------------------------------------------------------------------ per-user kernel limits
+TIMERS_AND_RT = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def f():
+    class SigEvent(ctypes.Structure):
+        _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int),
+                    ("pad", ctypes.c_byte * 48)]
+    event, timer, timers = SigEvent(None, 0, 1), ctypes.c_void_p(), 0  # SIGEV_NONE
+    while timers < 5000 and libc.timer_create(1, ctypes.byref(event), ctypes.byref(timer)) == 0:
+        timers += 1
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        realtime = True
+    except OSError:
+        realtime = False
+    return [timers < 2000, realtime]
+"""
+
+
+def test_a_program_cannot_hold_the_users_signal_queue_or_run_real_time(sandbox):
+    """POSIX timers each hold a queued-signal slot counted per user (RLIMIT_SIGPENDING, ~96k here): one
+    program could take them all from every process of the host user (another worker, the host). A real-time
+    scheduling class (where the host's RLIMIT_RTPRIO allows it) would starve the worker's CPU."""
+    result = _run(sandbox, TIMERS_AND_RT, "assert candidate() == [True, False]")
+    assert result.passed, result
