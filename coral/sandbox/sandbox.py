@@ -181,6 +181,11 @@ class Sandbox:
         except (SandboxFailure, OSError) as exc:
             result = _all_error(job, f"sandbox failure: {exc}")
             key = ""
+        except Exception as exc:  # a host-side bug judging one outcome must not lose the whole batch
+            log.exception("coral sandbox: the host failed to judge a job; its tests get error verdicts")
+            worker.stop()  # its channel may be mid-request: the next job starts it afresh
+            result = _all_error(job, f"sandbox failure: host error {type(exc).__name__}: {exc}")
+            key = ""
         finally:
             if worker.restart_pending:  # its run dir kept something: the next job gets a new worker
                 worker.stop()

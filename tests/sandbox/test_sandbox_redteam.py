@@ -304,3 +304,54 @@ def test_a_program_cannot_hold_the_users_signal_queue_or_run_real_time(sandbox):
     scheduling class (where the host's RLIMIT_RTPRIO allows it) would starve the worker's CPU."""
     result = _run(sandbox, TIMERS_AND_RT, "assert candidate() == [True, False]")
     assert result.passed, result
+
+
+# ------------------------------------------------------------------ found contained (regression tests)
+PROBE_REACH = """
+import os, socket
+def f():
+    reached = []
+    for path in ("/proc/self/maps", "/proc/1/cmdline", f"/proc/{os.getppid()}/status", "/sys/kernel/uevent_seqnum",
+                 "/dev/shm", "/etc/passwd"):
+        try:
+            (os.listdir if path == "/dev/shm" else lambda p: open(p).read())(path)
+            reached.append(path)
+        except OSError:
+            pass
+    for family, kind, address in ((socket.AF_UNIX, socket.SOCK_STREAM, "\\0coral-redteam"),
+                                  (socket.AF_UNIX, socket.SOCK_DGRAM, "\\0coral-redteam"),
+                                  (socket.AF_NETLINK, socket.SOCK_RAW, None)):
+        try:
+            sock = socket.socket(family, kind)
+            if address:
+                sock.connect(address)
+            reached.append(str(family))
+        except OSError:
+            pass
+    return reached
+"""
+
+
+def test_proc_sys_shm_host_files_and_abstract_sockets_are_out_of_reach(sandbox):
+    result = _run(sandbox, PROBE_REACH, "assert candidate() == []")
+    assert result.passed, result
+
+
+def test_an_unexpected_host_error_costs_one_job_not_the_batch(sandbox, monkeypatch, caplog):
+    """SandboxProtocol.run_many: a job that cannot run is a result of error verdicts, never a lost batch.
+    Any host-side surprise judging one outcome (like the unnamed signal above) must stay with that job."""
+    import coral.sandbox.sandbox as sandbox_module
+
+    judge = sandbox_module._judge_assert
+
+    def explode_on_marker(outcome, verdict_raw, memory_mb):
+        if b"boom" in verdict_raw:
+            raise KeyError("a host bug")
+        return judge(outcome, verdict_raw, memory_mb)
+
+    monkeypatch.setattr(sandbox_module, "_judge_assert", explode_on_marker)
+    bad, good = sandbox.run_many([Job("def f():\n    return 1\n", asserts("assert candidate() == 2, 'boom'"), "f"),
+                                  Job(GOOD, asserts("assert candidate(1) == 2"), "f")])
+    assert [t.verdict for t in bad.tests] == ["error"] and "KeyError" in bad.error, bad
+    assert good.passed, good
+    assert "a host bug" in caplog.text  # logged with its traceback, not hidden
