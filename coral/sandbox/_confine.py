@@ -2,12 +2,13 @@
 
 The seccomp program is assembled once (`build_seccomp`) in the fork server and installed by each
 forked child after patching in its own pid (`install_seccomp`). It is a deny-list returning EPERM
-for networking, process creation (unless subprocesses are allowed), signalling other processes,
-tracing, namespaces, mounts, io_uring, bpf, keyrings and module loading; an unknown architecture
+for networking, process creation (unless subprocesses are allowed), signalling other processes or
+changing their scheduling, tracing, namespaces, mounts, io_uring, bpf, keyrings and module loading; an unknown architecture
 or the x32 ABI is killed outright. The program is a binary search over syscall numbers: the
 kernel pre-evaluates each new filter for every syscall number when it is installed, and a linear
 chain of ~70 comparisons made that cost ~0.3 ms per child. Landlock (when the kernel has it)
-limits the filesystem to read-only interpreter paths plus one writable run directory, and blocks
+limits the filesystem to read-only interpreter paths (less hidden ones, e.g. benchmark data) plus one
+writable run directory, and blocks
 TCP and signals out of the domain where the ABI supports it.
 
 This module does NOT choose limits or verdicts, and it is NOT a complete syscall allow-list:
@@ -40,6 +41,7 @@ CLONE_NEW_NAMESPACES = 0x7E020000  # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUS
 # only Landlock ABI 6+ scopes. Denied here whatever the kernel's Landlock.
 F_SETFL, F_SETOWN, F_SETSIG, F_SETOWN_EX, O_ASYNC = 4, 8, 10, 15, 0o20000
 FIOASYNC, FIOSETOWN, SIOCSPGRP = 0x5452, 0x8901, 0x8902
+PRIO_USER = 2
 
 # name -> (x86_64, aarch64); aarch64 has no fork/vfork (None).
 _SYSCALLS: dict[str, tuple[int | None, int | None]] = {
@@ -70,7 +72,14 @@ _SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     "msgget": (68, 186), "msgsnd": (69, 189), "msgrcv": (70, 188), "msgctl": (71, 187),
     "mq_open": (240, 180), "mq_unlink": (241, 181), "mq_timedsend": (242, 182),
     "mq_timedreceive": (243, 183), "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
-    "fcntl": (72, 25), "ioctl": (16, 29),
+    "fcntl": (72, 25), "ioctl": (16, 29), "sched_setparam": (142, 118), "sched_setscheduler": (144, 119),
+    "sched_setattr": (314, 274), "ioprio_set": (251, 30), "open_tree_attr": (467, 467),
+    "chmod": (90, None), "fchmod": (91, 52), "fchmodat": (268, 53), "fchmodat2": (452, 452),
+    "chown": (92, None), "fchown": (93, 55), "lchown": (94, None), "fchownat": (260, 54),
+    "utime": (132, None), "utimes": (235, None), "futimesat": (261, None), "utimensat": (280, 88),
+    "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "setxattrat": (463, 463),
+    "removexattr": (197, 14), "lremovexattr": (198, 15), "fremovexattr": (199, 16), "removexattrat": (466, 466),
+    "file_setattr": (469, 469),
 }
 _NETWORK = ("socket", "socketpair", "connect", "bind", "listen", "accept", "accept4")
 _ALWAYS_DENIED = _NETWORK + (
@@ -81,8 +90,11 @@ _ALWAYS_DENIED = _NETWORK + (
     "name_to_handle_at", "open_by_handle_at", "setns", "process_vm_readv", "process_vm_writev",
     "kcmp", "bpf", "userfaultfd", "acct", "pidfd_send_signal", "io_uring_setup",
     "io_uring_enter", "io_uring_register", "open_tree", "move_mount", "fsopen", "fsconfig",
-    "fsmount", "fspick", "pidfd_open", "pidfd_getfd", "mount_setattr", "iopl", "ioperm",
+    "fsmount", "fspick", "pidfd_open", "pidfd_getfd", "mount_setattr", "open_tree_attr", "iopl", "ioperm",
     "modify_ldt", "tkill",
+    # the worker's CPU: a candidate's threads stay where its worker is pinned, not on other workers' CPUs;
+    # I/O priority: ioprio_set(IOPRIO_WHO_USER, 0) reaches every process of the uid
+    "sched_setaffinity", "ioprio_set",
     # memory outside RLIMIT_AS (memfd), and state that outlives a process in the worker's IPC
     # namespace (SysV IPC, POSIX message queues): one job could leave data there for the next
     "memfd_create", "memfd_secret", "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl",
@@ -90,6 +102,13 @@ _ALWAYS_DENIED = _NETWORK + (
     "mq_timedreceive", "mq_notify", "mq_getsetattr",
 )
 _SUBPROCESS = ("fork", "vfork", "execve", "execveat")
+# File metadata, which Landlock does not cover: denied when host files are visible (the fallback), where the
+# host user owns them and a program could chmod 0 its venv. bwrap's candidates see only read-only mounts.
+_METADATA = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime",
+             "utimes", "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
+             "removexattr", "lremovexattr", "fremovexattr", "removexattrat", "file_setattr")
+# chattr (inode flags, fsxattr) on any file the program can open and owns
+FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR = 0x40086602, 0x40046602, 0x401C5820
 
 
 def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -160,8 +179,9 @@ def _search_tree(rules: list[tuple[int, list[bytes]]]) -> list[bytes]:
     return [_ins(_JGE, rules[mid][0], 0, 1), _ins(_JA, len(left))] + left + right
 
 
-def build_seccomp(allow_subprocess: bool) -> SeccompProgram | None:
-    """Assemble the deny-list filter for this machine, or None on an unsupported architecture."""
+def build_seccomp(allow_subprocess: bool, host_files_visible: bool = False) -> SeccompProgram | None:
+    """Assemble the deny-list filter for this machine, or None on an unsupported architecture.
+    `host_files_visible` (the fallback) also denies changing file metadata (`_METADATA`)."""
     machine = platform.machine()
     if machine not in ("x86_64", "aarch64"):
         return None
@@ -172,6 +192,7 @@ def build_seccomp(allow_subprocess: bool) -> SeccompProgram | None:
     if machine == "x86_64":  # x32 syscalls alias the 64-bit table: refuse them wholesale
         out += [_ins(_JGE, 0x40000000, 0, 1), _ins(_RET, RET_KILL)]
     denied = list(_ALWAYS_DENIED) + ([] if allow_subprocess else list(_SUBPROCESS))
+    denied += list(_METADATA) if host_files_visible else []
     rules = {nr[name]: [_ins(_RET, eperm)] for name in denied if name in nr}
     rules[nr["clone3"]] = [_ins(_RET, _errno(errno.ENOSYS))]  # libc falls back to clone
     # no new namespaces (a new user namespace would give the child every capability inside it), and
@@ -181,13 +202,18 @@ def build_seccomp(allow_subprocess: bool) -> SeccompProgram | None:
         clone_checks.append((0, _JSET, CLONE_THREAD, RET_ALLOW))
     rules[nr["clone"]] = _arg_rules(clone_checks, RET_ALLOW if allow_subprocess else eperm)
     rules[nr["fcntl"]] = _fcntl_rule(eperm)
-    rules[nr["ioctl"]] = _arg_rules([(1, _JEQ, cmd, eperm) for cmd in (FIOASYNC, FIOSETOWN, SIOCSPGRP)], RET_ALLOW)
+    ioctls = (FIOASYNC, FIOSETOWN, SIOCSPGRP, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR)
+    rules[nr["ioctl"]] = _arg_rules([(1, _JEQ, cmd, eperm) for cmd in ioctls], RET_ALLOW)
     if allow_subprocess:  # kill(-1) would reach every process of this uid
         rules[nr["kill"]] = _arg_rule(0, _JEQ, 0xFFFFFFFF, eperm, RET_ALLOW)
     else:  # only the own process group (pid 0)
         rules[nr["kill"]] = _arg_rule(0, _JEQ, 0, RET_ALLOW, eperm)
-    for name, arg in (("prlimit64", 0), ("setpriority", 1), ("sched_setaffinity", 0)):
-        rules[nr[name]] = _arg_rule(arg, _JEQ, 0, RET_ALLOW, eperm)
+    # Only the calling process: the judge is shared by every later job of the worker, and in the fallback
+    # a same-uid process without capabilities may be another worker's judge or the host itself.
+    for name in ("prlimit64", "sched_setparam", "sched_setscheduler", "sched_setattr"):
+        rules[nr[name]] = _arg_rule(0, _JEQ, 0, RET_ALLOW, eperm)
+    # setpriority(PRIO_USER, 0) means every process of the caller's uid: only PRIO_PROCESS/PGRP with who 0
+    rules[nr["setpriority"]] = _arg_rules([(0, _JEQ, PRIO_USER, eperm), (1, _JEQ, 0, RET_ALLOW)], eperm)
     rules[nr["tgkill"]] = _arg_rule(0, _JEQ, _PID_PLACEHOLDER, RET_ALLOW, eperm)  # own threads only
     out += _search_tree(sorted(rules.items()))
     slots = [i for i, ins in enumerate(out) if ins == _ins(_JEQ, _PID_PLACEHOLDER, 0, 1)]
@@ -211,6 +237,7 @@ def prctl(option: int, value: int) -> None:
 # ------------------------------------------------------------------------------------ landlock
 _LL_CREATE, _LL_ADD_RULE, _LL_RESTRICT = 444, 445, 446
 _LL_READ = 1 | 4 | 8  # EXECUTE | READ_FILE | READ_DIR
+_LL_READ_DIR = 8
 _LL_FILE_RW = 2 | 4  # WRITE_FILE | READ_FILE
 
 
@@ -225,14 +252,14 @@ class Landlock:
     ruleset fd that also allows everything below write_dir. The paths are opened once here: a ruleset
     must be made again for each fresh run dir (a rule names an inode, and each tmpfs has its own root)."""
 
-    def __init__(self, read_paths: list[str], device_files: list[str]) -> None:
+    def __init__(self, read_paths: list[str], device_files: list[str], hidden: list[str] = ()) -> None:
         self.abi = landlock_abi()
         self.handled_fs = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1,
                            4: (1 << 15) - 1}.get(self.abi, (1 << 16) - 1)
         self.rules: list[tuple[int, int]] = []  # (O_PATH fd, allowed access)
         if self.abi < 1:
             return
-        for path, access in [(p, _LL_READ) for p in read_paths] + [(p, _LL_FILE_RW) for p in device_files]:
+        for path, access in _read_rules(read_paths, hidden) + [(p, _LL_FILE_RW) for p in device_files]:
             if os.path.exists(path):
                 access &= (1 << 16) - 1 if os.path.isdir(path) else _LL_FILE_RW | 1
                 self.rules.append((os.open(path, os.O_PATH | os.O_CLOEXEC), access))
@@ -262,6 +289,28 @@ class Landlock:
         return int(ruleset)
 
 
+def _read_rules(read_paths: list[str], hidden: list[str]) -> list[tuple[str, int]]:
+    """(path, access) read rules for everything below `read_paths` except the `hidden` real paths.
+    Landlock only adds rights, and a rule covers all beneath its directory: a directory above a hidden
+    path gets READ_DIR alone (listing it is harmless) and each of its entries a rule of its own."""
+    def covers(top: str, path: str) -> bool:
+        return path == top or path.startswith(top.rstrip("/") + "/")
+
+    rules, todo, expanded = [], list(read_paths), set()
+    while todo:
+        path = todo.pop()
+        real = os.path.realpath(path)  # a symlink's rule names its target's inode
+        if any(covers(h, real) for h in hidden):
+            continue
+        if not any(covers(real, h) for h in hidden):
+            rules.append((path, _LL_READ))
+        elif real not in expanded:  # a symlink back up the tree is expanded once
+            expanded.add(real)
+            rules.append((path, _LL_READ_DIR))
+            todo += [os.path.join(real, name) for name in os.listdir(real)]
+    return rules
+
+
 def restrict_landlock(ruleset_fd: int) -> None:
     if _libc.syscall(_LL_RESTRICT, ruleset_fd, 0) != 0:
         raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
@@ -281,10 +330,22 @@ def drop_capabilities() -> None:
 
 
 # ------------------------------------------------------------------------------------- rlimits
+SIGNALS_PENDING = 1024  # queued signals and POSIX timers: the kernel counts them per user, not per process
+
+
 def set_rlimits(cpu_s: int, address_space_bytes: int, file_size_bytes: int, open_files: int,
                 processes: int) -> None:
-    """Set soft = hard for each limit, so the candidate cannot raise them back."""
+    """Set soft = hard for each limit, so the candidate cannot raise them back. Also no real-time
+    scheduling (RLIMIT_RTPRIO 0: a SCHED_FIFO spinner would starve its worker's CPU) and few queued
+    signals (each POSIX timer holds one, counted against every process of the same user)."""
     for res, value in ((resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_AS, address_space_bytes),
                        (resource.RLIMIT_FSIZE, file_size_bytes), (resource.RLIMIT_NOFILE, open_files),
-                       (resource.RLIMIT_NPROC, processes), (resource.RLIMIT_CORE, 0)):
+                       (resource.RLIMIT_NPROC, processes), (resource.RLIMIT_CORE, 0), (resource.RLIMIT_RTPRIO, 0),
+                       (resource.RLIMIT_SIGPENDING, _at_most_hard(resource.RLIMIT_SIGPENDING, SIGNALS_PENDING))):
         resource.setrlimit(res, (value, value))
+
+
+def _at_most_hard(res: int, value: int) -> int:
+    """`value`, or the current hard limit when that is lower (raising it would need a capability)."""
+    hard = resource.getrlimit(res)[1]
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)

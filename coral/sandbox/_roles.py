@@ -107,19 +107,24 @@ class Untransferable(Exception):
 
 
 def _remote_exception(type_name: str, message: str) -> BaseException:
-    """A fresh exception of the builtin class the candidate named, marked as remote. StopIteration
-    becomes a RuntimeError, as Python does for generators (PEP 479): raised inside the test's
-    `map()` or `filter()` it would otherwise end the iteration quietly and skip the checks."""
+    """A fresh exception of the builtin class the candidate named (exactly that class, so a test may
+    check `type(e) is ValueError`), marked as remote on the instance; a name that is no builtin
+    exception gets a RuntimeError subclass of that name. StopIteration becomes a RuntimeError, as
+    Python does for generators (PEP 479): raised inside the test's `map()` or `filter()` it would
+    otherwise end the iteration quietly and skip the checks."""
     base = getattr(builtins, type_name, None)
-    if not (isinstance(base, type) and issubclass(base, BaseException)):
-        base = RuntimeError
-    if issubclass(base, (StopIteration, StopAsyncIteration)):
-        base = RuntimeError
+    if isinstance(base, type) and issubclass(base, BaseException) and \
+            not issubclass(base, (StopIteration, StopAsyncIteration)):
+        try:
+            exc = base(message)
+            exc.coral_remote = True
+            return exc
+        except Exception:  # a class that needs more arguments (UnicodeDecodeError, ExceptionGroup)
+            pass
     try:
-        exc = type(type_name, (base,), {"coral_remote": True})(message)
-    except Exception:
-        exc = type(type_name, (RuntimeError,), {"coral_remote": True})(message)
-    return exc
+        return type(type_name, (RuntimeError,), {"coral_remote": True})(message)
+    except Exception:  # a name that cannot name a class
+        return type("RemoteError", (RuntimeError,), {"coral_remote": True})(message)
 
 
 def _rpc(request: list) -> object:

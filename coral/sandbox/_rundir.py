@@ -11,7 +11,8 @@ RLIMIT_NPROC for root).
 In the fallback (no namespaces) `wipe` empties the directory with the rights of its owner after every
 process of the candidate is dead: it makes each directory accessible again before descending,
 removes entries through directory fds (no path-length limit, no recursion, never following a
-symlink) and reports whether the directory is empty afterwards.
+symlink) and reports whether the directory is empty afterwards. The directory itself stays, so the
+server compares its `metadata` with the fresh one's (a changed one is made anew) and resets its times.
 
 This module does NOT confine the candidate and does NOT decide when to renew (see `_server`).
 Stdlib-only: it runs inside the sandbox.
@@ -83,6 +84,19 @@ def wipe(directory: str) -> bool:
         for fd, _ in stack:
             os.close(fd)
         return False
+
+
+def metadata(directory: str) -> tuple:
+    """What a program can set on its run dir itself and a wipe of its entries keeps: extended attributes
+    (POSIX ACLs among them), size (an ext4 directory never shrinks), owner, group and mode."""
+    st = os.stat(directory)
+    return tuple(sorted(os.listxattr(directory))), st.st_size, st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)
+
+
+def reset_times(directory: str) -> None:
+    """The run dir's atime and mtime to one constant: a program may have written data into them with utime,
+    and whether a wipe removed anything would otherwise show in the mtime."""
+    os.utime(directory, ns=(0, 0))
 
 
 def _remove_entries(fd: int) -> tuple[int, str] | None:

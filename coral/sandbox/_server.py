@@ -64,14 +64,17 @@ class Server:
         self.allow_subprocess: bool = config["allow_subprocess"]
         self.fresh_tmpfs: bool = config["fresh_tmpfs"]  # bwrap: a new tmpfs per candidate
         self.tmpfs_mb: int = config["tmpfs_mb"]
-        self.seccomp = _confine.build_seccomp(self.allow_subprocess)
-        self.landlock_rules = _confine.Landlock(config["read_paths"], config["device_files"])
+        self.seccomp = _confine.build_seccomp(self.allow_subprocess, host_files_visible=not self.fresh_tmpfs)
+        # bwrap already mounts an empty file system over each hidden path; the fallback needs Landlock for it
+        hidden = [] if self.fresh_tmpfs else config.get("hidden_paths", [])
+        self.landlock_rules = _confine.Landlock(config["read_paths"], config["device_files"], hidden)
         self.pid_max = 0
         if self.fresh_tmpfs:
             _rundir.private_mounts()
             self.pid_max = _rundir.limit_pids(config["processes"])
             _rundir.mount_fresh(self.run_dir, self.tmpfs_mb, RUN_DIR_INODES, replace=False)
         self.landlock = self.landlock_rules.ruleset(self.run_dir)
+        self.run_dir_made = _rundir.metadata(self.run_dir)  # fallback: what a fresh run dir looks like
         self.dirty = False  # a candidate used the run dir since it was made fresh
         self.restart = False  # the run dir could not be emptied: the host replaces this worker
         self.judge: tuple[int, socket.socket] | None = None  # (pid, control socket), spawned lazily
@@ -89,14 +92,33 @@ class Server:
             return
         self.dirty = False
         if not self.fresh_tmpfs:
-            self.restart = self.restart or not _rundir.wipe(self.run_dir)
+            self.restart = self.restart or not self._renew_fallback_run_dir()
             return
         # Always a new tmpfs, even when the candidate seemed to leave it untouched: its inode counter
         # and root timestamps would tell the next candidate whether its predecessor wrote files.
         _rundir.mount_fresh(self.run_dir, self.tmpfs_mb, RUN_DIR_INODES, replace=True)
+        self._renew_landlock()
+
+    def _renew_landlock(self) -> None:
         if self.landlock is not None:  # a rule names the run dir's root inode, which is new
             os.close(self.landlock)
             self.landlock = self.landlock_rules.ruleset(self.run_dir)
+
+    def _renew_fallback_run_dir(self) -> bool:
+        """Empty the host-disk run dir; one whose own metadata changed (an extended attribute or ACL, its
+        group, a size grown by many entries) is made anew. False when that fails: the host then replaces
+        this worker."""
+        try:
+            if not _rundir.wipe(self.run_dir):
+                return False
+            if _rundir.metadata(self.run_dir) != self.run_dir_made:
+                os.rmdir(self.run_dir)
+                os.mkdir(self.run_dir, 0o700)
+                self._renew_landlock()
+            _rundir.reset_times(self.run_dir)
+            return _rundir.metadata(self.run_dir) == self.run_dir_made
+        except OSError:
+            return False
 
     # ------------------------------------------------------------------------------ one test
     def run(self, req: dict, fds: list[int]) -> dict:
@@ -264,6 +286,7 @@ class Server:
         os.setpgid(0, 0)
         _confine.prctl(_confine.PR_SET_PDEATHSIG, signal.SIGKILL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.chdir("/")  # not the fallback's run dir, where programs write (Landlock hides it, if there is Landlock)
         null = os.open("/dev/null", os.O_RDWR)
         vsize_pages, _ = _measure.statm_pages()  # before Landlock, which hides /proc
         _confine.prctl(_confine.PR_SET_NO_NEW_PRIVS, 1)
@@ -276,7 +299,7 @@ class Server:
                              address_space_bytes=vsize_pages * _measure.PAGE_KB * 1024 + JUDGE_MEMORY_MB * 2**20)
         _confine.drop_capabilities()
         if self.seccomp is not None:
-            _confine.install_seccomp(_confine.build_seccomp(False), os.getpid())
+            _confine.install_seccomp(_confine.build_seccomp(False, not self.fresh_tmpfs), os.getpid())
 
     def stop_judge(self) -> None:
         if self.judge is not None:

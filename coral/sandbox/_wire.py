@@ -34,8 +34,8 @@ def encode(value: object, depth: int = 0) -> object:
     t = type(value)
     if value is None or t is bool or t is str:
         return value
-    if t is int:
-        return {"i": str(value)} if abs(value) > 2**53 else value
+    if t is int:  # big ones in hex: str(int) refuses more than 4300 digits, hex has no such limit
+        return {"x": format(value, "x")} if abs(value) > 2**53 else value
     if t is float:
         return {"f": value.hex()}
     if t is list:
@@ -74,8 +74,8 @@ def decode(data: object, depth: int = 0) -> object:
     if t is not dict or len(data) != 1:
         raise WireError(f"malformed value of type {t.__name__}")
     ((tag, body),) = data.items()
-    if tag == "i" and type(body) is str:
-        return int(body)
+    if tag == "x" and type(body) is str:
+        return int(body, 16)
     if tag == "f" and type(body) is str:
         return float.fromhex(body)
     if tag == "b" and type(body) is str:

