@@ -5,6 +5,13 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
+# slow: a smoke run of a speed bench script (SFT-free, but two rollout batches on 2 cores);
+# 30-50 s in a fresh clone (2026-12-05, load ~8),
+# and the default suite keeps to the library's tests to stay under 10 minutes
+pytestmark = pytest.mark.slow
+
 
 def test_prints_a_row_per_batch_size(load_bench, untrained_pair, monkeypatch, capsys):
     bench = load_bench("corecode_rollout_batch")

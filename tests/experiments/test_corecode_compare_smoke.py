@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
+# slow: a smoke run of an experiment script (evaluates two pairs on two held-out sets);
+# 30-50 s in a fresh clone (2026-12-05, load ~8),
+# and the default suite keeps to the library's tests to stay under 10 minutes
+pytestmark = pytest.mark.slow
+
 
 def test_the_same_pair_twice_reads_no_change(load_experiment, untrained_pair, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["corecode_compare.py", str(untrained_pair), str(untrained_pair),

@@ -5,6 +5,13 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
+# slow: a smoke run of an experiment script (a whole tiny CoRe-Code seed);
+# 30-50 s in a fresh clone (2026-12-05, load ~8),
+# and the default suite keeps to the library's tests to stay under 10 minutes
+pytestmark = pytest.mark.slow
+
 
 def test_one_tiny_seed_prints_both_held_out_sets(load_experiment, tmp_path, monkeypatch, capsys):
     bench = load_experiment("corecode_seeds")
