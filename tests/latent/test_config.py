@@ -54,6 +54,18 @@ def test_dotted_flags_and_help_cover_the_nested_fields(capsys):
     assert "--checkpoint-every-steps" in help_text
 
 
+def test_coral_train_applies_a_dotted_flag_on_top_of_the_yaml(tmp_path, monkeypatch):
+    import coral.cli
+
+    got = []
+    monkeypatch.setattr(coral.cli, "recipes", lambda: {"recursivemas": (RecursiveMASConfig,
+                                                                         lambda cfg, progress: got.append(cfg))})
+    path = tmp_path / "rm.yaml"
+    path.write_text(yaml.safe_dump({"recipe": "recursivemas", "outer": {"lr": 0.003, "steps": 5}}))
+    assert main(["train", str(path), "--outer.lr", "0.05", "--sft.epochs", "2"]) == 0
+    assert (got[0].outer.lr, got[0].outer.steps, got[0].sft.epochs) == (0.05, 5, 2.0)
+
+
 def test_a_checkpointed_run_refuses_another_config_by_dotted_field(tmp_path):
     cfg = RecursiveMASConfig(out_dir=str(tmp_path))
     run = Run(tmp_path)

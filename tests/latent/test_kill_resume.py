@@ -32,7 +32,7 @@ def _links(run: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow(reason="three tiny `coral train` subprocesses (tokenizer, two agents, evaluations before and "
-                         "after): about 30 s on a quiet 2-core machine")
+                         "after): 56 s at load average 6-9 on 2 cores")
 def test_a_run_killed_in_the_outer_loop_resumes_to_the_links_of_an_uninterrupted_one(tmp_path):
     data = tmp_path / "records.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
