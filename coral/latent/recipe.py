@@ -81,6 +81,9 @@ def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def check_resumable(cfg: RecursiveMASConfig, run: Run) -> None:
     """Refuse to resume a checkpointed run in cfg.out_dir that another config wrote, naming the field."""
+    if (run.out / "state.pt").is_file():  # the recipe's own checkpoint before the shared run loop
+        raise UserInputError(f"{run.out / 'state.pt'}: a run of an older coral (links in state.pt, not ckpt/); "
+                             "it cannot be resumed: use another out_dir")
     path = run.out / CONFIG_FILE
     if run.latest() is None or not path.is_file():
         return
@@ -99,7 +102,8 @@ def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[s
     if not cfg.resume:
         shutil.rmtree(Path(cfg.out_dir) / "agents", ignore_errors=True)
     run = Run(cfg.out_dir, start_over=not cfg.resume)
-    check_resumable(cfg, run)
+    if cfg.resume:
+        check_resumable(cfg, run)
     (run.out / CONFIG_FILE).write_text(json.dumps(asdict(cfg), indent=1))  # what eval_run rebuilds the run from
     train, test = build_records(cfg)
     agents = load_or_build_agents(cfg, train, progress)

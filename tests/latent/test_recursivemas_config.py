@@ -84,3 +84,9 @@ def test_the_shipped_config_loads(name):
     assert data.pop("recipe") == "recursivemas"
     cfg = from_mapping(RecursiveMASConfig, data, name)
     assert (cfg.sft.epochs, cfg.outer.lr, cfg.checkpoint_every_steps) == (4.0, 0.003, 25)
+
+
+def test_a_run_of_the_recipes_old_checkpoint_format_is_refused_not_restarted_silently(tmp_path):
+    (tmp_path / "state.pt").write_bytes(b"")
+    with pytest.raises(UserInputError, match=r"state.pt: a run of an older coral"):
+        check_resumable(RecursiveMASConfig(out_dir=str(tmp_path)), Run(tmp_path))
