@@ -24,24 +24,27 @@ from dataclasses import replace
 from pathlib import Path
 
 from coral.latent.agents import build_records
+from coral.latent.config import ColdStartConfig, InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
 from coral.latent.evaluate import evaluate
 from coral.latent.latentmas import LatentMAS
-from coral.latent.patterns import get_pattern
-from coral.latent.recipe import load_or_build_agents
-from coral.latent.system import RecursiveMAS
-from coral.latent.train import RecursiveMASConfig, load_state, new_state, run_steps
+from coral.latent.recipe import build_system, load_or_build_agents
+from coral.latent.train import new_state, restore, train_links
 from coral.sandbox import Sandbox
+from coral.train.loop import Run
+from coral.train.loop import new_state as new_trainer_state
 
 
 def bench_config(args: argparse.Namespace) -> RecursiveMASConfig:
     cfg = RecursiveMASConfig(pattern=args.pattern, rounds=3, latent_steps=args.latent_steps,
                              n_train_tasks=args.n_train, n_test_tasks=args.n_test, max_depth=2,
-                             agent_widths=(64, 96, 64), n_layers=2, sft_epochs=args.sft_epochs,
-                             inner_steps=args.inner_steps, outer_steps=args.outer_steps, batch_size=8,
-                             outer_lr=3e-3, max_new_tokens=args.max_new_tokens, out_dir=args.out_dir,
-                             checkpoint_every=25, seed=args.seed)
+                             agent_widths=(64, 96, 64), n_layers=2, sft=ColdStartConfig(epochs=args.sft_epochs),
+                             inner=InnerLoopConfig(steps=args.inner_steps),
+                             outer=OuterLoopConfig(steps=args.outer_steps, lr=3e-3), batch_size=8,
+                             max_new_tokens=args.max_new_tokens, out_dir=args.out_dir,
+                             checkpoint_every_steps=25, seed=args.seed)
     if args.quick:
-        cfg = replace(cfg, n_train_tasks=8, n_test_tasks=4, sft_epochs=0.5, inner_steps=2, outer_steps=2,
+        cfg = replace(cfg, n_train_tasks=8, n_test_tasks=4, sft=ColdStartConfig(epochs=0.5),
+                      inner=InnerLoopConfig(steps=2), outer=OuterLoopConfig(steps=2, lr=3e-3),
                       latent_steps=2, max_new_tokens=16, agent_widths=(32, 48, 32))
     return cfg
 
@@ -64,14 +67,13 @@ def main() -> None:
     cfg = bench_config(args)
     t0 = time.perf_counter()
     train, test = build_records(cfg)
-    system = RecursiveMAS(get_pattern(cfg.pattern), load_or_build_agents(cfg, train, False), cfg.latent_steps,
-                          gradient_checkpointing=cfg.gradient_checkpointing, link_init=cfg.link_init)
-    state = new_state(cfg, system, train)
-    load_state(state, cfg.out_dir)  # a rerun with the same out_dir reuses agents and trained links
-    run_steps(state, cfg.inner_steps + cfg.outer_steps)
-    losses = [m.get("inner/loss", m.get("outer/loss")) for m in state.metrics]
+    system = build_system(cfg, load_or_build_agents(cfg, train, False))
+    state, run = new_state(cfg, system), Run(cfg.out_dir)
+    # a rerun with the same out_dir reuses agents and trained links (the run loop's checkpoints)
+    trainer = train_links(state, train, run, restore(state, run) or new_trainer_state())
+    losses = [m.get("inner/loss", m.get("outer/loss")) for m in trainer["metrics"]]
     print(f"agents + link training: {time.perf_counter() - t0:.0f} s; first/last inner loss "
-          f"{losses[0]:.3f}/{losses[cfg.inner_steps - 1]:.3f}, outer {losses[cfg.inner_steps]:.3f}/{losses[-1]:.3f}")
+          f"{losses[0]:.3f}/{losses[cfg.inner.steps - 1]:.3f}, outer {losses[cfg.inner.steps]:.3f}/{losses[-1]:.3f}")
     rows = []
     with Sandbox(workers=2) as sandbox:
         final = system.agents[system.pattern.final]

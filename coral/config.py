@@ -3,7 +3,8 @@
 A field whose type is itself a config dataclass (a recipe's `rl: GRPOConfig`) is a nested mapping in YAML
 and dotted in flags (`rl.loss.eps_low`); values given for it are applied on top of the field's default
 (the recipe's own GRPO settings), not on top of the nested class's defaults. Errors name the file and
-the full dotted field (and the bad value). `field_help` reads each field's one-line meaning from its
+the full dotted field (and the bad value); a key listed in the class's `RENAMED_FIELDS` (old name -> new)
+is refused with its new name. `field_help` reads each field's one-line meaning from its
 metadata or its source comment, for `--help`. This module does NOT define any config; each entry point
 owns its dataclass.
 """
@@ -106,6 +107,10 @@ def from_mapping(cls: type[C], data: Mapping[str, Any], source: str = "config", 
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
+    renamed = [k for k in unknown if k in getattr(cls, "RENAMED_FIELDS", {})]  # a config's old keys
+    if renamed:
+        raise ConfigError(f"{source}: field {prefix + renamed[0]!r} was renamed: use "
+                          f"{cls.RENAMED_FIELDS[renamed[0]]} (a nested section in YAML, a dotted flag)")
     if unknown:
         raise ConfigError(f"{source}: unknown field {prefix + unknown[0]!r}; known fields: {sorted(fields)}")
     kwargs = {}

@@ -5,7 +5,7 @@ system.py (rounds), train.py (inner and outer loops), evaluate.py (latent vs tex
 (training-free baseline), recipe.py (`coral train` with `recipe: recursivemas`, `eval_workflow`).
 """
 
+from coral.latent.config import RecursiveMASConfig
 from coral.latent.recipe import eval_run, eval_workflow, train_recursivemas
-from coral.latent.train import RecursiveMASConfig
 
 __all__ = ["RecursiveMASConfig", "eval_run", "eval_workflow", "train_recursivemas"]

@@ -57,9 +57,9 @@ def build_agents(cfg: Any, train: Sequence[Record], progress: bool = False) -> d
     for i, role in enumerate(pattern.roles):
         width = cfg.agent_widths[i % len(cfg.agent_widths)]
         model = build_model(tokenizer, seed=cfg.seed + i, d_model=width, n_layers=cfg.n_layers,
-                            n_heads=4, max_len=cfg.max_len)
+                            n_heads=4, max_len=cfg.max_len_tokens)
         agents[role] = HFPolicy(model, tokenizer, name=f"{role}-d{width}")
-        if cfg.sft_epochs > 0:
-            sft = SFTConfig(epochs=cfg.sft_epochs, batch_size=16, lr=cfg.sft_lr, seed=cfg.seed)
+        if cfg.sft.epochs > 0:
+            sft = SFTConfig(epochs=cfg.sft.epochs, batch_size=cfg.sft.batch_size, lr=cfg.sft.lr, seed=cfg.seed)
             train_sft(agents[role], role_examples(pattern, role, train), sft, progress=progress)
     return agents

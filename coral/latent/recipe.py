@@ -2,10 +2,11 @@
 loop), evaluate the latent system against its text baselines. `coral train` with `recipe:
 recursivemas` calls `train_recursivemas`.
 
-Writes to cfg.out_dir: metrics.jsonl (one line per step, then one per evaluation), state.pt (links,
-optimisers, step: resumable), agents/ROLE (the frozen agents, so a resumed or evaluated run uses the
-same ones) and summary.json. This module does NOT define the losses (train.py) or the workflows
-(evaluate.py).
+Writes to cfg.out_dir, through the shared run loop (coral/train/loop.py): config.json, metrics.jsonl and
+tb/ (one line per step), ckpt/step_N (links, optimisers, schedules, RNG, step: a run killed at any moment
+resumes from its latest one), and agents/ROLE (the frozen agents, so a resumed or evaluated run uses the
+same ones) and summary.json (evaluations before and after training). This module does NOT define the
+losses (train.py) or the workflows (evaluate.py).
 """
 
 from __future__ import annotations
@@ -17,15 +18,22 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from coral.config import UserInputError
+from coral.config import UserInputError, from_mapping
 from coral.latent.agents import build_agents, build_records
+from coral.latent.config import RecursiveMASConfig
 from coral.latent.evaluate import EvalResult, evaluate
 from coral.latent.patterns import get_pattern
 from coral.latent.system import RecursiveMAS
 from coral.latent.tools import SandboxTool
-from coral.latent.train import RecursiveMASConfig, TrainState, load_state, new_state, run_steps
+from coral.latent.train import TrainState, load_links, new_state, restore, train_links
+from coral.train.loop import Run
+from coral.train.loop import new_state as new_trainer_state
 
 CONFIG_FILE = "config.json"
+# fields a resumed run may change: where and how often to log and evaluate, and how long the outer loop runs
+# (the restored outer schedule then follows the new length from there on)
+RESUMABLE_CHANGES = ("out_dir", "outer.steps", "eval_every_steps", "checkpoint_every_steps", "max_new_tokens",
+                     "ray_address", "resume")
 
 
 def load_or_build_agents(cfg: RecursiveMASConfig, train: Any, progress: bool) -> dict[str, Any]:
@@ -45,13 +53,6 @@ def load_or_build_agents(cfg: RecursiveMASConfig, train: Any, progress: bool) ->
     return agents
 
 
-def _jsonl(path: Path):
-    def log(metrics: dict[str, Any]) -> None:
-        with path.open("a") as fh:
-            fh.write(json.dumps(metrics) + "\n")
-    return log
-
-
 def _eval_all(state: TrainState, records: Any, sandbox: Any, tag: str) -> dict[str, float]:
     cfg = state.cfg
     out: dict[str, float] = {}
@@ -61,14 +62,49 @@ def _eval_all(state: TrainState, records: Any, sandbox: Any, tag: str) -> dict[s
     return out
 
 
+def build_system(cfg: RecursiveMASConfig, agents: dict[str, Any], tool: Any = None) -> RecursiveMAS:
+    """cfg.pattern's links on `agents`, initialised from cfg.seed (torch's global RNG is seeded here: its
+    state after building or loading agents differs from process to process)."""
+    import torch
+
+    torch.manual_seed(cfg.seed)
+    return RecursiveMAS(get_pattern(cfg.pattern), agents, cfg.latent_steps, tool=tool,
+                        gradient_checkpointing=cfg.outer.gradient_checkpointing, link_init=cfg.link_init)
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value})
+    return out
+
+
+def check_resumable(cfg: RecursiveMASConfig, run: Run) -> None:
+    """Refuse to resume a checkpointed run in cfg.out_dir that another config wrote, naming the field."""
+    if (run.out / "state.pt").is_file():  # the recipe's own checkpoint before the shared run loop
+        raise UserInputError(f"{run.out / 'state.pt'}: a run of an older coral (links in state.pt, not ckpt/); "
+                             "it cannot be resumed: use another out_dir")
+    path = run.out / CONFIG_FILE
+    if run.latest() is None or not path.is_file():
+        return
+    mine, theirs = _flat(json.loads(json.dumps(asdict(cfg)))), _flat(json.loads(path.read_text()))
+    diff = sorted(k for k in mine.keys() | theirs.keys() if k not in RESUMABLE_CHANGES and mine.get(k) != theirs.get(k))
+    if diff:
+        raise UserInputError(f"{path}: the run was written with another config (field {diff[0]!r}: "
+                             f"{theirs.get(diff[0])!r}, now {mine.get(diff[0])!r}); use another out_dir or resume: false")
+
+
 def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[str, float]:
     """Train the links of cfg.pattern's agents; returns the summary (also in out_dir/summary.json)."""
     from coral.sandbox import Sandbox
     from coral.scale import ScaleOut
 
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / CONFIG_FILE).write_text(json.dumps(asdict(cfg), indent=1))  # what eval_run rebuilds the run from
+    if not cfg.resume:
+        shutil.rmtree(Path(cfg.out_dir) / "agents", ignore_errors=True)
+    run = Run(cfg.out_dir, start_over=not cfg.resume)
+    if cfg.resume:
+        check_resumable(cfg, run)
+    (run.out / CONFIG_FILE).write_text(json.dumps(asdict(cfg), indent=1))  # what eval_run rebuilds the run from
     train, test = build_records(cfg)
     agents = load_or_build_agents(cfg, train, progress)
     with Sandbox(workers=2) as sandbox, ScaleOut(cfg.ray_address) as scale:
@@ -76,39 +112,30 @@ def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[s
         agents, sandbox = scale.distribute(agents, sandbox)
         pattern = get_pattern(cfg.pattern)
         tool = SandboxTool(sandbox, [*train, *test]) if pattern.name == "deliberation" else None
-        system = RecursiveMAS(pattern, agents, cfg.latent_steps, tool=tool,
-                              gradient_checkpointing=cfg.gradient_checkpointing, link_init=cfg.link_init)
+        system = build_system(cfg, agents, tool)
         print(system.describe())
         print(f"records: {len(train)} train, {len(test)} test; batch {cfg.batch_size}; "
-              f"{cfg.inner_steps} inner + {cfg.outer_steps} outer steps; R={cfg.rounds}, m={cfg.latent_steps}")
-        state = new_state(cfg, system, train)
-        log = _jsonl(out / "metrics.jsonl")
-        summary: dict[str, float] = {}
-        if load_state(state, out):
-            print(f"resumed at step {state.step}")
-        else:
-            summary.update(_eval_all(state, train, sandbox, "before/train"))
-            log(summary)
+              f"{cfg.inner.steps} inner + {cfg.outer.steps} outer steps; R={cfg.rounds}, m={cfg.latent_steps}")
+        state = new_state(cfg, system)
+        trainer = restore(state, run) if cfg.resume else None
+        if trainer is not None:
+            print(f"resumed from {run.latest()} (step {trainer['step']}, {state.phase(trainer['step'] + 1)} loop)")
+        else:  # the untrained links' accuracy, kept in the checkpoints so a resumed run still reports it
+            trainer = new_trainer_state(before=_eval_all(state, train, sandbox, "before/train"))
 
-        def echo(m: dict[str, Any]) -> None:
-            log(m)
+        def echo(m: dict[str, float], history: list[dict[str, float]]) -> None:
             if progress:
                 print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in m.items()))
 
-        run_steps(state, cfg.inner_steps + cfg.outer_steps, echo,
-                  lambda s: _eval_all(s, test, sandbox, "test"))
-        final = {**_eval_all(state, train, sandbox, "after/train"), **_eval_all(state, test, sandbox, "after/test")}
-        log(final)
-        summary.update(final)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+        trainer = train_links(state, train, run, trainer, lambda s: _eval_all(s, test, sandbox, "test"), echo)
+        summary = {**trainer["before"], **_eval_all(state, train, sandbox, "after/train"),
+                   **_eval_all(state, test, sandbox, "after/test")}
+    (run.out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 
 
 def load_trained(cfg: RecursiveMASConfig, tool: Any = None) -> RecursiveMAS:
-    """The system of a run in cfg.out_dir: its saved agents and, when present, its trained links."""
-    import torch
-
-    from coral.latent.train import STATE_FILE
+    """The system of a run in cfg.out_dir: its saved agents and, when it has a checkpoint, its latest links."""
     from coral.policy.hf import HFPolicy
 
     root = Path(cfg.out_dir)
@@ -117,9 +144,8 @@ def load_trained(cfg: RecursiveMASConfig, tool: Any = None) -> RecursiveMAS:
     if missing:
         raise FileNotFoundError(f"{root / 'agents' / missing[0]}: no saved agent (run `coral train` first)")
     agents = {r: HFPolicy.load(root / "agents" / r) for r in pattern.roles}
-    system = RecursiveMAS(pattern, agents, cfg.latent_steps, tool=tool, link_init=cfg.link_init)
-    if (root / STATE_FILE).is_file():
-        system.load_state_dict(torch.load(root / STATE_FILE, weights_only=False)["links"])
+    system = build_system(cfg, agents, tool)
+    load_links(system, root)
     return system
 
 
@@ -166,6 +192,5 @@ def eval_run(run_dir: str | Path, workflow: str, rounds: int | None = None, spli
     if not path.is_file():
         raise UserInputError(f"{path}: not a RecursiveMAS run directory (no {CONFIG_FILE}; "
                              f"`coral train` with recipe recursivemas writes one)")
-    fields = json.loads(path.read_text())
-    cfg = RecursiveMASConfig(**{**fields, "agent_widths": tuple(fields["agent_widths"]), "out_dir": str(run_dir)})
+    cfg = from_mapping(RecursiveMASConfig, {**json.loads(path.read_text()), "out_dir": str(run_dir)}, str(path))
     return eval_workflow(cfg, workflow, rounds, split, samples_path)

@@ -8,109 +8,67 @@ rounds unrolled with gradients, loss = cross-entropy of the final agent's gold a
 in the last round + `earlier_round_weight` x the mean of the same loss in earlier rounds. One set of
 outer links serves every round, so round 1's links get gradient through rounds 2..R.
 
-Shape for the shared run loop: a frozen config, a `TrainState`, step functions
-`inner_step(state, batch) -> metrics` and `outer_step(state, batch) -> metrics`, `batch_at(step)`
-(the data cursor is a pure function of the step, so resuming needs no cursor), and a checkpoint
-written to a temporary file and renamed (`save_state` / `load_state`). `train_recursivemas` is the
-thin driver. This module does NOT evaluate (evaluate.py) or build agents (agents.py).
+Both loops run through the shared run loop (coral/train/loop.py `drive`) as one stream of steps: steps
+1..inner.steps are the inner phase, the rest the outer phase, so a resumed run continues in the phase and
+step where it stopped. A checkpoint keeps the links of each loop with its optimiser and schedule (two
+`TrainedAgent`s, "inner" and "outer"), RNG states, step and data position. The batches are the records in
+`record_order`, reshuffled each epoch from the seed. This module does NOT evaluate (evaluate.py) or build
+agents (agents.py).
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import math
-import os
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from coral.latent.agents import text_sources
+from coral.latent.config import InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
 from coral.latent.data import Record
-from coral.latent.links import LINK_INITS
 from coral.latent.rollout import answer_nll, assemble, split_prompt, teacher_forced
 from coral.latent.system import RecursiveMAS
+from coral.train.checkpoints import TrainedAgent, latest_checkpoint
+from coral.train.loop import Run, drive
 
-STATE_FILE = "state.pt"
+PHASES = ("inner", "outer")
 
 
-@dataclass(frozen=True)
-class RecursiveMASConfig:
-    pattern: str = "sequential"  # collaboration pattern: sequential, mixture, distillation, deliberation
-    rounds: int = 3  # recursion rounds R (the last agent feeds its latents back to the first)
-    latent_steps: int = 8  # latent thoughts m each agent appends per round
-    data: str = "procedural"  # or a JSONL path of question / plan / refined_plan / answer records
-    n_train_tasks: int = 64  # procedural training tasks (records) for the links
-    n_test_tasks: int = 32  # held-out procedural tasks evaluated before and after training
-    max_depth: int = 2  # deepest composition of the procedural tasks
-    seed: int = 0  # base seed of the models, data and batches
-    # tiny agents, one per role: widths cycle over the roles (different hidden sizes are allowed)
-    agent_widths: tuple[int, ...] = (64, 96, 64)
-    n_layers: int = 2  # layers of each tiny agent
-    vocab_size: int = 512  # size of the tiny agents' locally trained tokenizer
-    max_len: int = 2048  # longest sequence a tiny agent accepts, in tokens
-    sft_epochs: float = 0.0  # cold start of each agent on its role's text before it is frozen (0: none)
-    sft_lr: float = 3e-3  # learning rate of the agents' cold start
-    inner_steps: int = 100  # inner-loop steps (each inner link regresses next-token embeddings)
-    outer_steps: int = 100  # outer-loop steps (all rounds unrolled, CE on the final answer)
-    batch_size: int = 8  # records per step
-    inner_lr: float = 1e-3  # learning rate of the inner links
-    outer_lr: float = 1e-3  # learning rate of the outer links
-    weight_decay: float = 0.0  # AdamW weight decay of the links
-    warmup_steps: int = 10  # linear warm-up before the cosine schedule, in steps
-    max_grad_norm: float = 1.0  # gradient norm clip per step
-    earlier_round_weight: float = 0.0  # loss weight of the final agent's answer in earlier rounds
-    # recompute each unrolled (round, agent) latent rollout in backward instead of keeping its activations
-    gradient_checkpointing: bool = False
-    # link initialisation: aligned (outer links start as the ridge map between the agents' token
-    # embeddings; one vocabulary), scaled (latents at token-embedding norm), random (PyTorch defaults)
-    link_init: str = "aligned"
-    max_new_tokens: int = 160  # longest decoded answer, in tokens
-    out_dir: str = "runs/recursivemas"  # run directory: state.pt, metrics, evaluations
-    checkpoint_every: int = 50  # steps between checkpoints
-    eval_every: int = 0  # 0: evaluate only before and after training
-    # "local", "auto" or a Ray address: text decoding and judging on Ray actors (coral.scale); None: no Ray
-    ray_address: str | None = None
+@dataclass
+class LinkLearner:
+    """One loop's optimiser and learning-rate schedule: the learner state a checkpoint keeps for it."""
 
-    def __post_init__(self) -> None:
-        for name in ("rounds", "latent_steps", "n_train_tasks", "batch_size", "n_layers", "max_new_tokens",
-                     "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"RecursiveMASConfig field {name!r} must be >= 1, got {getattr(self, name)}")
-        for name in ("inner_steps", "outer_steps", "n_test_tasks", "warmup_steps", "eval_every"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"RecursiveMASConfig field {name!r} must be >= 0, got {getattr(self, name)}")
-        if self.inner_lr <= 0 or self.outer_lr <= 0 or self.max_grad_norm <= 0:
-            raise ValueError("RecursiveMASConfig fields 'inner_lr', 'outer_lr', 'max_grad_norm' must be > 0")
-        if not self.agent_widths or any(w < 4 or w % 4 for w in self.agent_widths):
-            raise ValueError(f"RecursiveMASConfig field 'agent_widths': each must be a multiple of 4 (heads), "
-                             f"got {self.agent_widths}")
-        if self.link_init not in LINK_INITS:
-            raise ValueError(f"RecursiveMASConfig field 'link_init' must be one of {LINK_INITS}, got {self.link_init!r}")
-        if self.earlier_round_weight < 0:
-            raise ValueError(f"RecursiveMASConfig field 'earlier_round_weight' must be >= 0, "
-                             f"got {self.earlier_round_weight}")
+    opt: torch.optim.Optimizer
+    sched: Any
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.opt.state_dict(), "schedule": self.sched.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.opt.load_state_dict(state["optimizer"])
+        self.sched.load_state_dict(state["schedule"])
 
 
 @dataclass
 class TrainState:
     cfg: RecursiveMASConfig
     system: RecursiveMAS
-    records: Sequence[Record]
-    inner_opt: torch.optim.Optimizer
-    outer_opt: torch.optim.Optimizer
-    inner_sched: Any
-    outer_sched: Any
-    step: int = 0  # global: steps [0, inner_steps) are the inner loop, then the outer loop
-    metrics: list[dict[str, float]] = field(default_factory=list)
+    inner: LinkLearner
+    outer: LinkLearner
 
-    @property
-    def phase(self) -> str:
-        return "inner" if self.step < self.cfg.inner_steps else "outer"
+    def phase(self, step: int) -> str:
+        """The loop that step `step` (from 1) belongs to."""
+        return "inner" if step <= self.cfg.inner.steps else "outer"
+
+    def agents(self) -> dict[str, TrainedAgent]:
+        """What a checkpoint keeps: each loop's links with its learner (the LMs are frozen: not kept)."""
+        return {name: TrainedAgent(getattr(self.system, name), getattr(self, name)) for name in PHASES}
 
 
 def _schedule(opt: torch.optim.Optimizer, warmup: int, total: int) -> Any:
@@ -120,26 +78,22 @@ def _schedule(opt: torch.optim.Optimizer, warmup: int, total: int) -> Any:
     return torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 
-def new_state(cfg: RecursiveMASConfig, system: RecursiveMAS, records: Sequence[Record]) -> TrainState:
-    if not records:
-        raise ValueError("RecursiveMAS training: no training records")
-    inner_opt = torch.optim.AdamW(system.inner.parameters(), lr=cfg.inner_lr, weight_decay=cfg.weight_decay)
-    outer_opt = torch.optim.AdamW(system.outer.parameters(), lr=cfg.outer_lr, weight_decay=cfg.weight_decay)
-    return TrainState(cfg, system, records, inner_opt, outer_opt,
-                      _schedule(inner_opt, cfg.warmup_steps, cfg.inner_steps),
-                      _schedule(outer_opt, cfg.warmup_steps, cfg.outer_steps))
+def _learner(links: torch.nn.Module, loop: InnerLoopConfig | OuterLoopConfig) -> LinkLearner:
+    opt = torch.optim.AdamW(links.parameters(), lr=loop.lr, weight_decay=loop.weight_decay)
+    return LinkLearner(opt, _schedule(opt, loop.warmup_steps, loop.steps))
 
 
-def batch_at(cfg: RecursiveMASConfig, records: Sequence[Record], step: int) -> list[Record]:
-    """The batch of global step `step`: records in an order reshuffled every epoch from the seed."""
-    n = len(records)
-    out = []
-    for k in range(step * cfg.batch_size, (step + 1) * cfg.batch_size):
-        epoch, pos = divmod(k, n)
-        order = list(range(n))
-        random.Random(f"{cfg.seed}:{epoch}").shuffle(order)
-        out.append(records[order[pos]])
-    return out
+def new_state(cfg: RecursiveMASConfig, system: RecursiveMAS) -> TrainState:
+    return TrainState(cfg, system, _learner(system.inner, cfg.inner), _learner(system.outer, cfg.outer))
+
+
+@functools.lru_cache(maxsize=4)
+def record_order(n: int, seed: int, epoch: int) -> tuple[int, ...]:
+    """The records' order in `epoch` (a `loop.Order`): the recipe's own shuffle, kept from before the shared
+    run loop so that a seed gives the same batches as it did."""
+    order = list(range(n))
+    random.Random(f"{seed}:{epoch}").shuffle(order)
+    return tuple(order)
 
 
 # --------------------------------------------------------------------------- losses
@@ -172,12 +126,12 @@ def outer_loss(system: RecursiveMAS, batch: Sequence[Record], rounds: int,
 
 
 # --------------------------------------------------------------------------- steps
-def _apply(loss: torch.Tensor, opt: torch.optim.Optimizer, sched: Any, params: list, max_norm: float) -> float:
-    opt.zero_grad(set_to_none=True)
+def _apply(loss: torch.Tensor, learner: LinkLearner, params: list, max_norm: float) -> float:
+    learner.opt.zero_grad(set_to_none=True)
     loss.backward()
     norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-    opt.step()
-    sched.step()
+    learner.opt.step()
+    learner.sched.step()
     return float(norm)
 
 
@@ -186,7 +140,7 @@ def inner_step(state: TrainState, batch: Sequence[Record]) -> dict[str, float]:
     system.inner.requires_grad_(True)
     losses = inner_loss(system, batch)
     loss = torch.stack(list(losses.values())).sum()
-    norm = _apply(loss, state.inner_opt, state.inner_sched, list(system.inner.parameters()), state.cfg.max_grad_norm)
+    norm = _apply(loss, state.inner, list(system.inner.parameters()), state.cfg.inner.max_grad_norm)
     return {"inner/loss": loss.item() / len(losses), "inner/grad_norm": norm,
             **{f"inner/loss_{r}": v.item() for r, v in losses.items()}}
 
@@ -194,8 +148,8 @@ def inner_step(state: TrainState, batch: Sequence[Record]) -> dict[str, float]:
 def outer_step(state: TrainState, batch: Sequence[Record]) -> dict[str, float]:
     system, cfg = state.system, state.cfg
     system.inner.requires_grad_(False)  # frozen, but gradients still pass through them
-    loss, ces = outer_loss(system, batch, cfg.rounds, cfg.earlier_round_weight)
-    norm = _apply(loss, state.outer_opt, state.outer_sched, list(system.outer.parameters()), cfg.max_grad_norm)
+    loss, ces = outer_loss(system, batch, cfg.rounds, cfg.outer.earlier_round_weight)
+    norm = _apply(loss, state.outer, list(system.outer.parameters()), cfg.outer.max_grad_norm)
     return {"outer/loss": loss.item(), "outer/ce_last_round": ces[-1], "outer/grad_norm": norm}
 
 
@@ -203,62 +157,44 @@ STEPS: dict[str, Callable[[TrainState, Sequence[Record]], dict[str, float]]] = {
     "inner": inner_step, "outer": outer_step}
 
 
-# --------------------------------------------------------------------------- checkpoints
-def save_state(state: TrainState, out_dir: str | Path) -> Path:
-    """Links, optimisers, schedules, step, metrics and RNG to out_dir/state.pt, atomically."""
-    from coral.train.checkpoints import rng_state
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    blob = {"config": asdict(state.cfg), "step": state.step, "metrics": state.metrics,
-            "links": state.system.state_dict(), "rng": rng_state(),
-            **{k: getattr(state, k).state_dict() for k in ("inner_opt", "outer_opt", "inner_sched", "outer_sched")}}
-    tmp = out / f".{STATE_FILE}.tmp"
-    torch.save(blob, tmp)
-    os.replace(tmp, out / STATE_FILE)  # a crash mid-save leaves the previous state intact
-    return out / STATE_FILE
-
-
-def load_state(state: TrainState, out_dir: str | Path) -> bool:
-    """Restore `state` from out_dir/state.pt when there is one; refuse one written by another config."""
-    from coral.train.checkpoints import set_rng_state
-
-    path = Path(out_dir) / STATE_FILE
-    if not path.is_file():
-        return False
-    blob = torch.load(path, weights_only=False)
-    mine = json.loads(json.dumps(asdict(state.cfg)))
-    theirs = json.loads(json.dumps(blob["config"]))
-    # fields that may change on resume: where and how often to log, and how long to train (a longer run
-    # keeps the restored schedules' state, so its cosine tail follows the new length from there on)
-    free = ("out_dir", "inner_steps", "outer_steps", "eval_every", "checkpoint_every", "max_new_tokens", "ray_address")
-    diff = sorted(k for k in mine if k not in free and mine[k] != theirs.get(k))
-    if diff:
-        raise ValueError(f"{path}: written with another config (field {diff[0]!r}: {theirs.get(diff[0])!r} "
-                         f"vs {mine[diff[0]]!r}); use another out_dir")
-    state.system.load_state_dict(blob["links"])
-    for k in ("inner_opt", "outer_opt", "inner_sched", "outer_sched"):
-        getattr(state, k).load_state_dict(blob[k])
-    state.step, state.metrics = blob["step"], blob["metrics"]
-    set_rng_state(blob["rng"])
-    return True
-
-
 # --------------------------------------------------------------------------- driver
-def run_steps(state: TrainState, until: int, log: Callable[[dict[str, float]], None] | None = None,
-              evaluate: Callable[[TrainState], dict[str, float]] | None = None) -> TrainState:
-    """Run global steps state.step .. until-1, checkpointing every cfg.checkpoint_every steps."""
+Evaluate = Callable[[TrainState], dict[str, float]]
+OnStep = Callable[[dict[str, float], list[dict[str, float]]], None]
+
+
+def train_links(state: TrainState, records: Sequence[Record], run: Run, trainer: dict[str, Any],
+                evaluate: Evaluate | None = None, on_step: OnStep | None = None) -> dict[str, Any]:
+    """Steps trainer["step"] + 1 .. inner.steps + outer.steps through `drive` (metrics.jsonl, TensorBoard,
+    checkpoints every cfg.checkpoint_every_steps steps and at the last); `trainer` is a new run's
+    `loop.new_state()` or what `restore` returned. `evaluate(state)` joins the metrics every
+    cfg.eval_every_steps steps. Returns the final trainer state (its "metrics": one dict per step)."""
     cfg = state.cfg
-    while state.step < until:
+    if not records:
+        raise ValueError("RecursiveMAS training: no training records")
+
+    def step_fn(step: int, batch: Sequence[Record]) -> dict[str, float]:
         t0 = time.perf_counter()
-        metrics = STEPS[state.phase](state, batch_at(cfg, state.records, state.step))
-        metrics = {"step": state.step, **metrics, "time_s": time.perf_counter() - t0}
-        state.step += 1
-        if evaluate is not None and cfg.eval_every and state.step % cfg.eval_every == 0:
+        metrics = {"step": step, **STEPS[state.phase(step)](state, batch), "time_s": time.perf_counter() - t0}
+        if evaluate is not None and cfg.eval_every_steps and step % cfg.eval_every_steps == 0:
             metrics.update(evaluate(state))
-        state.metrics.append(metrics)
-        if log is not None:
-            log(metrics)
-        if state.step % cfg.checkpoint_every == 0 or state.step == until:
-            save_state(state, cfg.out_dir)
-    return state
+        return metrics
+
+    return drive(run, step_fn, records, state.agents(), trainer, steps=cfg.total_steps, tasks_per_step=cfg.batch_size,
+                 seed=cfg.seed, checkpoint_every_steps=cfg.checkpoint_every_steps, on_step=on_step,
+                 order=record_order)
+
+
+def restore(state: TrainState, run: Run) -> dict[str, Any] | None:
+    """The trainer state of `run`'s latest checkpoint, with links, optimisers, schedules and RNG restored
+    in place; None when the run has no checkpoint."""
+    return run.restore(state.agents())
+
+
+def load_links(system: RecursiveMAS, run_dir: str | Path) -> bool:
+    """The links of the latest checkpoint in `run_dir`/ckpt loaded into `system`; False when there is none."""
+    path = latest_checkpoint(Path(run_dir) / "ckpt")
+    if path is None:
+        return False
+    for name in PHASES:
+        getattr(system, name).load_state_dict(torch.load(path / name / "model.pt", weights_only=True))
+    return True

@@ -30,6 +30,9 @@ from coral.train.checkpoints import TrainedAgent, latest_checkpoint, load_checkp
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
+Order = Callable[[int, int, int], Sequence[int]]
+"""(number of items, seed, epoch) -> that epoch's permutation of the item indices."""
+
 StepFn = Callable[[int, Sequence[Any]], dict[str, float]]
 """A recipe's training step: (step number from 1, this step's batch of tasks) -> metrics to log."""
 
@@ -71,14 +74,16 @@ def _data_order(n: int, seed: int, epoch: int) -> tuple[int, ...]:
     return tuple(order)
 
 
-def next_batch(items: Sequence[T], position: int, size: int, seed: int) -> list[T]:
-    """Items [position, position + size) of an endless stream of seeded per-epoch shuffles of `items`."""
+def next_batch(items: Sequence[T], position: int, size: int, seed: int, order: Order | None = None) -> list[T]:
+    """Items [position, position + size) of an endless stream of seeded per-epoch shuffles of `items`
+    (`order`: a recipe's own shuffle, default `_data_order`)."""
     if not items:
         raise ValueError("next_batch: no items to draw from")
+    order = order or _data_order
     out = []
     for pos in range(position, position + size):
         epoch, i = divmod(pos, len(items))
-        out.append(items[_data_order(len(items), seed, epoch)[i]])
+        out.append(items[order(len(items), seed, epoch)[i]])
     return out
 
 
@@ -86,11 +91,11 @@ class DataCursor:
     """Where a run is in its task stream: `take(size)` returns the next batch and moves on. The position
     is all a checkpoint needs to continue the same stream."""
 
-    def __init__(self, items: Sequence[T], seed: int, position: int = 0):
-        self.items, self.seed, self.position = items, seed, position
+    def __init__(self, items: Sequence[T], seed: int, position: int = 0, order: Order | None = None):
+        self.items, self.seed, self.position, self.order = items, seed, position, order
 
     def take(self, size: int) -> list[T]:
-        batch = next_batch(self.items, self.position, size, self.seed)
+        batch = next_batch(self.items, self.position, size, self.seed, self.order)
         self.position += size
         return batch
 
@@ -130,15 +135,17 @@ def new_state(**extra: Any) -> dict[str, Any]:
 
 def drive(run: Run, step_fn: StepFn, tasks: Sequence[Any], agents: Mapping[str, TrainedAgent],
           state: dict[str, Any], *, steps: int, tasks_per_step: int, seed: int, checkpoint_every_steps: int,
-          on_step: Callable[[dict[str, float], list[dict[str, float]]], None] | None = None) -> dict[str, Any]:
+          on_step: Callable[[dict[str, float], list[dict[str, float]]], None] | None = None,
+          order: Order | None = None) -> dict[str, Any]:
     """Steps state["step"] + 1 .. `steps`: batch -> step_fn -> log -> (every `checkpoint_every_steps`
     steps and at the last) checkpoint. `on_step(metrics, history)` runs after each step is logged (a
-    progress line, a warning). Returns the final trainer state."""
+    progress line, a warning); `order` replaces the default per-epoch shuffle of `tasks`. Returns the
+    final trainer state."""
     if checkpoint_every_steps < 1 or tasks_per_step < 1:
         raise ValueError(f"drive: checkpoint_every_steps and tasks_per_step must be >= 1, "
                          f"got {checkpoint_every_steps} and {tasks_per_step}")
     log = MetricsLog(run.out, state["metrics"])
-    cursor = DataCursor(tasks, seed, state["position"])
+    cursor = DataCursor(tasks, seed, state["position"], order)
     for step in range(state["step"] + 1, steps + 1):
         metrics = step_fn(step, cursor.take(tasks_per_step))
         state.update(step=step, position=cursor.position)

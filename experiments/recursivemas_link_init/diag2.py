@@ -12,10 +12,13 @@ sys.path.insert(0, "tests/latent")
 from conftest import tiny_agent
 from test_train import RECORDS
 
+from coral.latent.config import InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
 from coral.latent.evaluate import evaluate
 from coral.latent.patterns import PATTERNS
 from coral.latent.system import RecursiveMAS, edge_key
-from coral.latent.train import RecursiveMASConfig, new_state, run_steps
+from coral.latent.train import new_state, train_links
+from coral.train.loop import Run
+from coral.train.loop import new_state as new_trainer_state
 
 variant, lr, inner, outer = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 pattern = PATTERNS["sequential"]
@@ -36,17 +39,19 @@ if "ridge" in variant:
             Es = agents[s].model.get_input_embeddings().weight.double(); Et = agents[t].model.get_input_embeddings().weight.double()
             W = torch.linalg.solve(Es.T@Es + 1e-2*torch.eye(Es.shape[1],dtype=torch.double), Es.T@Et)
             o = mas.outer[edge_key(s,t)]; o.w3.weight.copy_(W.T.float()); o.w2.weight.zero_(); o.w2.bias.zero_()
-cfg = RecursiveMASConfig(latent_steps=4, rounds=1, batch_size=4, inner_steps=inner, outer_steps=outer,
-                         outer_lr=lr, inner_lr=1e-2, warmup_steps=5, out_dir="/tmp/lat/run_"+variant, checkpoint_every=1000)
+cfg = RecursiveMASConfig(latent_steps=4, rounds=1, batch_size=4, inner=InnerLoopConfig(steps=inner, lr=1e-2, warmup_steps=5),
+                         outer=OuterLoopConfig(steps=outer, lr=lr, warmup_steps=5), out_dir="/tmp/lat/run_"+variant,
+                         checkpoint_every_steps=1000)
 t0=time.time()
 before = evaluate("recursive", mas, RECORDS, 1, sandbox=None, max_new_tokens=6)
-state = new_state(cfg, mas, RECORDS)
-run_steps(state, inner)
-mid = evaluate("recursive", mas, RECORDS, 1, sandbox=None, max_new_tokens=6)
-run_steps(state, inner+outer)
+mids = []
+def after_inner(m, history):
+    if m["step"] == inner: mids.append(evaluate("recursive", mas, RECORDS, 1, sandbox=None, max_new_tokens=6))
+state = train_links(new_state(cfg, mas), RECORDS, Run(cfg.out_dir, start_over=True), new_trainer_state(), on_step=after_inner)
+mid = mids[0]
 after = evaluate("recursive", mas, RECORDS, 1, sandbox=None, max_new_tokens=6)
-il = [m["inner/loss"] for m in state.metrics if "inner/loss" in m]
-ol = [m["outer/loss"] for m in state.metrics if "outer/loss" in m]
-gn = [m["outer/grad_norm"] for m in state.metrics if "outer/loss" in m]
+il = [m["inner/loss"] for m in state["metrics"] if "inner/loss" in m]
+ol = [m["outer/loss"] for m in state["metrics"] if "outer/loss" in m]
+gn = [m["outer/grad_norm"] for m in state["metrics"] if "outer/loss" in m]
 print(variant, lr, "inner", il[:1], il[-1:], "outer", [round(x,3) for x in ol[:3]], [round(x,3) for x in ol[-3:]], "gn", [round(x,3) for x in gn[:3]])
 print(" acc", before.accuracy, mid.accuracy, after.accuracy, after.answers, f"{time.time()-t0:.0f}s")

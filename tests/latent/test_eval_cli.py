@@ -9,10 +9,13 @@ import pytest
 
 from coral.cli import main
 from coral.latent.agents import build_records
+from coral.latent.config import InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
 from coral.latent.patterns import get_pattern
 from coral.latent.recipe import CONFIG_FILE, load_or_build_agents
 from coral.latent.system import RecursiveMAS
-from coral.latent.train import RecursiveMASConfig, new_state, run_steps
+from coral.latent.train import new_state, train_links
+from coral.train.loop import Run
+from coral.train.loop import new_state as new_trainer_state
 
 RECORDS = [{"question": f"question {i}", "plan": f"plan {i}", "refined_plan": f"refined {i}", "answer": f"a{i}"}
            for i in range(7)]
@@ -20,18 +23,19 @@ RECORDS = [{"question": f"question {i}", "plan": f"plan {i}", "refined_plan": f"
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    """A run as `coral train` leaves it (config.json, agents/, state.pt), with 2 inner + 1 outer step."""
+    """A run as `coral train` leaves it (config.json, agents/, ckpt/), with 2 inner + 1 outer step."""
     root = tmp_path_factory.mktemp("latent_eval")
     data = root / "records.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
     cfg = RecursiveMASConfig(pattern="distillation", rounds=2, latent_steps=2, data=str(data), n_train_tasks=4,
-                             n_test_tasks=3, agent_widths=(16, 24), n_layers=1, vocab_size=300, inner_steps=2,
-                             outer_steps=1, batch_size=2, max_new_tokens=4, out_dir=str(root / "run"))
+                             n_test_tasks=3, agent_widths=(16, 24), n_layers=1, vocab_size=300,
+                             inner=InnerLoopConfig(steps=2), outer=OuterLoopConfig(steps=1), batch_size=2,
+                             max_new_tokens=4, out_dir=str(root / "run"))
     (root / "run").mkdir()
     (root / "run" / CONFIG_FILE).write_text(json.dumps(asdict(cfg)))
     train, _ = build_records(cfg)
     system = RecursiveMAS(get_pattern(cfg.pattern), load_or_build_agents(cfg, train, False), cfg.latent_steps)
-    run_steps(new_state(cfg, system, train), cfg.inner_steps + cfg.outer_steps)  # writes state.pt
+    train_links(new_state(cfg, system), train, Run(cfg.out_dir), new_trainer_state())  # writes ckpt/step_000003
     return root / "run"
 
 

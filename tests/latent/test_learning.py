@@ -13,10 +13,13 @@ from conftest import tiny_agent
 from test_train import RECORDS
 
 from coral.latent.agents import role_examples
+from coral.latent.config import InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
 from coral.latent.evaluate import evaluate
 from coral.latent.patterns import PATTERNS
 from coral.latent.system import RecursiveMAS
-from coral.latent.train import RecursiveMASConfig, new_state, run_steps
+from coral.latent.train import new_state, train_links
+from coral.train.loop import Run
+from coral.train.loop import new_state as new_trainer_state
 from coral.train.sft import SFTConfig, train_sft
 
 
@@ -31,12 +34,12 @@ def test_link_training_lowers_the_outer_loss_and_raises_training_accuracy(tmp_pa
                   SFTConfig(epochs=150, batch_size=4, lr=1e-2, warmup_steps=2), progress=False)
     torch.manual_seed(0)
     mas = RecursiveMAS(pattern, agents, latent_steps=4)
-    cfg = RecursiveMASConfig(latent_steps=4, rounds=1, batch_size=4, inner_steps=40, outer_steps=80,
-                             inner_lr=1e-2, outer_lr=1e-2, warmup_steps=5, out_dir=str(tmp_path),
-                             checkpoint_every=1000)
+    cfg = RecursiveMASConfig(latent_steps=4, rounds=1, batch_size=4, out_dir=str(tmp_path),
+                             inner=InnerLoopConfig(steps=40, lr=1e-2, warmup_steps=5),
+                             outer=OuterLoopConfig(steps=80, lr=1e-2, warmup_steps=5), checkpoint_every_steps=1000)
     before = evaluate("recursive", mas, RECORDS, cfg.rounds, sandbox=None, max_new_tokens=6)
-    state = run_steps(new_state(cfg, mas, RECORDS), cfg.inner_steps + cfg.outer_steps)
+    trainer = train_links(new_state(cfg, mas), RECORDS, Run(tmp_path), new_trainer_state())
     after = evaluate("recursive", mas, RECORDS, cfg.rounds, sandbox=None, max_new_tokens=6)
-    losses = [m["outer/loss"] for m in state.metrics if "outer/loss" in m]
+    losses = [m["outer/loss"] for m in trainer["metrics"] if "outer/loss" in m]
     assert sum(losses[-3:]) / 3 < 0.7 * sum(losses[:3]) / 3  # measured: 1.35 -> 0.59
     assert after.accuracy > before.accuracy, (before.answers, after.answers)  # measured: 0.5 -> 0.75

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from coral.cli import main
+from coral.config import from_mapping
 from coral.latent import RecursiveMASConfig, eval_run, eval_workflow, train_recursivemas
 
 RECORDS = [{"question": f"question {i}", "plan": f"plan {i}", "refined_plan": f"refined {i}", "answer": f"a{i}"}
@@ -19,20 +20,21 @@ def test_coral_train_runs_the_recipe_then_resumes_and_evaluates(tmp_path):
     data = tmp_path / "records.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
     fields = dict(pattern="distillation", rounds=1, latent_steps=2, data=str(data), n_train_tasks=4,
-                  n_test_tasks=2, agent_widths=[16, 24], n_layers=1, vocab_size=300, inner_steps=2, outer_steps=1,
-                  batch_size=2, max_new_tokens=4, out_dir=str(tmp_path / "run"), checkpoint_every=1)
+                  n_test_tasks=2, agent_widths=[16, 24], n_layers=1, vocab_size=300, inner={"steps": 2}, outer={"steps": 1},
+                  batch_size=2, max_new_tokens=4, out_dir=str(tmp_path / "run"), checkpoint_every_steps=1)
     config = tmp_path / "rm.yaml"
     config.write_text(yaml.safe_dump({"recipe": "recursivemas", **fields}))
     assert main(["train", str(config), "--no-progress"]) == 0
     run = tmp_path / "run"
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in steps if "step" in m] == [0, 1, 2]
+    assert [m["step"] for m in steps] == [1, 2, 3]
     assert {"after/test/recursive/accuracy", "after/test/single/decoded_tokens_per_sample"} <= set(
         json.loads((run / "summary.json").read_text()))
-    cfg = RecursiveMASConfig(**{**fields, "agent_widths": (16, 24), "outer_steps": 2})
-    train_recursivemas(cfg, progress=False)  # resumes at step 3
+    cfg = from_mapping(RecursiveMASConfig, {**fields, "outer": {"steps": 2}})
+    summary = train_recursivemas(cfg, progress=False)  # resumes after step 3: one more outer step
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in steps if "step" in m] == [0, 1, 2, 3]
+    assert [m["step"] for m in steps] == [1, 2, 3, 4] and "outer/loss" in steps[-1]
+    assert "before/train/recursive/accuracy" in summary  # the untrained links' figures survive the resume
     for workflow in ("recursive", "text-mas"):
         summary = eval_run(run, workflow) if workflow == "recursive" else eval_workflow(cfg, workflow)
         assert set(summary) == {"accuracy", "decoded_tokens_per_sample", "wall_s_per_sample"}

@@ -65,8 +65,8 @@ TINY_RECIPES = {
               "sft": {"epochs": 0.1, "batch_size": 8}, "rl_steps": 1, "tasks_per_step": 1, "max_nodes_per_tree": 1,
               "max_new_tokens": 4, "sandbox_workers": 1},
     "recursivemas": {"n_train_tasks": 2, "n_test_tasks": 1, "agent_widths": [32], "n_layers": 1, "vocab_size": 300,
-                     "inner_steps": 1, "outer_steps": 1, "batch_size": 2, "rounds": 1, "latent_steps": 1,
-                     "max_new_tokens": 4, "warmup_steps": 0},
+                     "inner": {"steps": 1, "warmup_steps": 0}, "outer": {"steps": 1, "warmup_steps": 0},
+                     "batch_size": 2, "rounds": 1, "latent_steps": 1, "max_new_tokens": 4},
 }
 
 

@@ -193,12 +193,14 @@ def test_a_mars2_step_with_ray_address_local_equals_the_step_without_ray(ray_clu
 def test_recursivemas_with_ray_address_local_decodes_and_judges_on_ray_with_the_same_results(ray_cluster, pool_calls,
                                                                                              tmp_path):
     from coral.latent import RecursiveMASConfig, train_recursivemas
+    from coral.latent.config import InnerLoopConfig, OuterLoopConfig
 
     summaries = {}
     for name, address in (("plain", None), ("ray", "local")):
         cfg = RecursiveMASConfig(n_train_tasks=4, n_test_tasks=2, agent_widths=(32,), n_layers=1, vocab_size=300,
-                                 inner_steps=1, outer_steps=1, batch_size=2, rounds=1, latent_steps=1,
-                                 max_new_tokens=8, warmup_steps=0, out_dir=str(tmp_path / name), ray_address=address)
+                                 inner=InnerLoopConfig(steps=1, warmup_steps=0), batch_size=2, rounds=1,
+                                 outer=OuterLoopConfig(steps=1, warmup_steps=0), latent_steps=1,
+                                 max_new_tokens=8, out_dir=str(tmp_path / name), ray_address=address)
         summaries[name] = {k: v for k, v in train_recursivemas(cfg, progress=False).items() if "wall" not in k}
         if address is None:
             assert pool_calls == {"generate": 0, "pushed": 0}

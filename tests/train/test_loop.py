@@ -83,6 +83,15 @@ def test_the_data_cursor_is_the_seeded_endless_shuffle():
         next_batch([], 0, 1, seed=0)
 
 
+def test_a_recipe_may_give_its_own_order_of_each_epoch():
+    def reversed_order(n, seed, epoch):
+        return list(range(n))[::-1] if epoch % 2 == 0 else list(range(n))
+
+    assert next_batch("abc", 1, 4, seed=0, order=reversed_order) == ["b", "a", "a", "b"]
+    cursor = DataCursor("abc", seed=0, position=2, order=reversed_order)
+    assert cursor.take(3) == ["a", "a", "b"] and cursor.position == 5
+
+
 def test_the_metrics_log_drops_steps_logged_after_the_last_checkpoint(tmp_path):
     log = MetricsLog(tmp_path, [])
     for step in (1, 2, 3):
