@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from conftest import tiny_agent
+from tests.latent.conftest import tiny_agent
 
 from coral.latent.latentmas import LatentMAS
 from coral.latent.links import ridge_realignment

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_agent
+from tests.latent.conftest import tiny_agent
 from test_train import RECORDS
 
 from coral.latent.agents import role_examples

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_agent
+from tests.latent.conftest import tiny_agent
 
 from coral.latent.links import InnerLink, OuterLink, embedding_rms, init_links
 from coral.latent.patterns import PATTERNS

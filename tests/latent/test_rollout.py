@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_agent
+from tests.latent.conftest import tiny_agent
 
 from coral.latent.links import InnerLink
 from coral.latent.rollout import (

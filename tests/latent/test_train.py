@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_agent
+from tests.latent.conftest import tiny_agent
 
 from coral.latent.config import InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
 from coral.latent.data import Record
