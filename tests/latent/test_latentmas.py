@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import torch
-from tests.latent.conftest import tiny_agent
 
 from coral.latent.latentmas import LatentMAS
 from coral.latent.links import ridge_realignment
 from coral.latent.patterns import PATTERNS
+from tests.latent.conftest import tiny_agent
 
 
 def test_ridge_realignment_matches_hand_computed_solutions():

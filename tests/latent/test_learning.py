@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.latent.conftest import tiny_agent
 from test_train import RECORDS
 
 from coral.latent.agents import role_examples
@@ -21,6 +20,7 @@ from coral.latent.train import new_state, train_links
 from coral.train.loop import Run
 from coral.train.loop import new_state as new_trainer_state
 from coral.train.sft import SFTConfig, train_sft
+from tests.latent.conftest import tiny_agent
 
 
 @pytest.mark.timeout(3600)  # the suite's 300 s is too short on a loaded machine

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.latent.conftest import tiny_agent
 
 from coral.latent.links import InnerLink, OuterLink, embedding_rms, init_links
 from coral.latent.patterns import PATTERNS
 from coral.latent.system import RecursiveMAS
 from coral.policy.tiny import build_tokenizer
+from tests.latent.conftest import tiny_agent
 
 # E_dst = E_src @ diag(2, 3) exactly, so the ridge map with lambda 0 is diag(2, 3)
 E_SRC = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.latent.conftest import tiny_agent
 
 from coral.latent.links import InnerLink
 from coral.latent.rollout import (
@@ -16,6 +15,7 @@ from coral.latent.rollout import (
     slot_marker,
     split_prompt,
 )
+from tests.latent.conftest import tiny_agent
 
 
 def _prompts(agent, texts):
