@@ -20,6 +20,7 @@ the cluster's nodes: every node needs the same coral and Python packages as the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -97,10 +98,15 @@ class ScaleOut:
 
 
 def _fair_share(ray: Any, ray_address: str, actors: int) -> float:
+    """The free CPUs shared evenly among `actors`, as a quantity Ray accepts: whole above 1, at most four
+    decimals below (2 CPUs among 3 actors is 0.6666, not 0.666..., which Ray refuses)."""
     free = ray.available_resources().get("CPU", 0.0)
-    if free <= 0:
-        raise ValueError(f"the Ray cluster at {ray_address!r} has no free CPU for coral's actors")
-    return free / actors
+    share = free / actors
+    share = math.floor(share) if share >= 1 else math.floor(share * 1e4) / 1e4
+    if share <= 0:
+        raise ValueError(f"the Ray cluster at {ray_address!r} has no free CPU for coral's actors "
+                         f"({free:g} free for {actors})")
+    return share
 
 
 def _as_named(policies: Any) -> dict[str, Any]:
