@@ -73,6 +73,19 @@ def _check_room(ray: Any, name: str, size: int, num_cpus: float, num_gpus: float
         time.sleep(0.05)
 
 
+def _wait_released(ray: Any, before: dict, held: dict) -> None:
+    """Wait until `held` is back in the free resources (capped at the cluster's total), for at most
+    ROOM_WAIT_S: on a shared cluster another client may take the freed CPUs first, which is no error."""
+    deadline = time.monotonic() + ROOM_WAIT_S
+    while time.monotonic() < deadline:
+        free, total = ray.available_resources(), ray.cluster_resources()
+        if all(free.get(r, 0.0) + 1e-9 >= min(total.get(r, 0.0), before.get(r, 0.0) + n)
+               for r, n in held.items() if n > 0):
+            return
+        time.sleep(0.05)
+    logger.info("actors closed, but Ray had not given back all their resources after %.0f s", ROOM_WAIT_S)
+
+
 class ActorGroup:
     """`size` actors of `cls` (a plain class; wrapped with ray.remote here), each built with
     `cls(*make_args())`. `name` appears in every error and log line."""
@@ -85,6 +98,7 @@ class ActorGroup:
             raise ValueError(f"{name}: max_retries must be >= 0, got {max_retries}")
         self.ray = import_ray()
         self.name, self.make_args, self.max_retries = name, make_args, max_retries
+        self.held = {"CPU": size * num_cpus, "GPU": size * num_gpus}  # what the group's actors reserve
         _check_room(self.ray, name, size, num_cpus, num_gpus)
         self._remote = self.ray.remote(cls).options(num_cpus=num_cpus, num_gpus=num_gpus,
                                                     scheduling_strategy="SPREAD")
@@ -149,6 +163,12 @@ class ActorGroup:
         return self.map(method, [arg] * len(self.actors))
 
     def close(self) -> None:
+        """Kill the actors and wait (up to ROOM_WAIT_S) until Ray has given their CPUs and GPUs back, so
+        that a group built right after this one sees them free (Ray frees them a moment after `kill`)."""
+        if not self.actors:
+            return
+        before = self.ray.available_resources()
         for actor in self.actors:
             self.ray.kill(actor)
         self.actors = []
+        _wait_released(self.ray, before, self.held)

@@ -23,3 +23,37 @@ def test_the_share_is_a_quantity_ray_accepts(free, actors, share):
 def test_no_free_cpu_is_a_clear_error(free, actors):
     with pytest.raises(ValueError, match="no free CPU"):
         _fair_share(FakeRay(free), "auto", actors)
+
+
+class SlowReleaseRay:
+    """Gives a killed actor's CPU back only after a few polls, as Ray does a moment after `kill`."""
+
+    def __init__(self, total: float, polls_to_release: int) -> None:
+        self.total, self.free, self.lag, self.killed = total, total, polls_to_release, 0
+
+    def available_resources(self) -> dict:
+        if self.killed:
+            self.lag -= 1
+            if self.lag <= 0:
+                self.free, self.killed = self.free + self.killed, 0
+        return {"CPU": self.free}
+
+    def cluster_resources(self) -> dict:
+        return {"CPU": self.total}
+
+    def kill(self, actor: object) -> None:
+        self.killed += 0.5
+
+
+def test_a_closed_group_returns_only_once_its_cpus_are_free_again():
+    # CI failed when `coral search` followed `coral eval` on one Ray: the closed group's CPUs were not yet
+    # free, and the next fair share saw 0.0001 CPU
+    from coral.scale.actors import ActorGroup
+
+    ray = SlowReleaseRay(total=2.0, polls_to_release=5)
+    group = ActorGroup.__new__(ActorGroup)
+    group.ray, group.actors, group.held = ray, ["a", "b", "c"], {"CPU": 1.5, "GPU": 0.0}
+    ray.free = 0.5
+    group.close()
+    assert ray.available_resources()["CPU"] == 2.0 and ray.killed == 0
+    assert _fair_share(ray, "local", 3) == 0.6666
