@@ -90,7 +90,7 @@ def summarize_samples(records: Sequence[dict[str, Any]], ks: Sequence[int]) -> d
     """pass@k, tokens, parse failures; with a debugger in the chain (records with metrics "debug_turns"),
     also its fix rate: of the samples whose coder's code failed and that the debugger rewrote, the share
     whose final code passes."""
-    from coral.benchmarks.metrics import pass_at_k
+    from coral.benchmarks.metrics import fix_rate, pass_at_k
 
     by_task: dict[str, list[bool]] = {}
     for r in records:
@@ -101,11 +101,10 @@ def summarize_samples(records: Sequence[dict[str, Any]], ks: Sequence[int]) -> d
         out[f"pass@{k}"] = sum(vals) / len(vals) if vals else 0.0
     out["completion_tokens"] = float(sum(t["completion_tokens"] for r in records for t in r["turns"]))
     out["parse_failures"] = float(sum(1 for r in records if r["code"] is None))
-    debugged = [r for r in records if r.get("metrics", {}).get("debug_turns", 0) > 0
-                and not r["metrics"].get("coder_passed", 1.0)]
     if any("debug_turns" in r.get("metrics", {}) for r in records):
-        out["debugged"] = float(len(debugged))
-        out["fix_rate"] = sum(bool(r["passed"]) for r in debugged) / len(debugged) if debugged else 0.0
+        rate, failing = fix_rate((bool(r["metrics"].get("coder_passed", 1.0)), bool(r["passed"]))
+                                 for r in records if r.get("metrics", {}).get("debug_turns", 0) > 0)
+        out["debugged"], out["fix_rate"] = float(failing), rate
     return out
 
 

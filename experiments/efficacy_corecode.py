@@ -27,7 +27,7 @@ from efficacy_protocol import (
     save_run,
     write_section,
 )
-from efficacy_training import CORECODE_VARIANTS, TrainingStudyConfig, _run_dir, run_analysis
+from efficacy_training import CORECODE_VARIANTS, TrainingStudyConfig, run_analysis, run_dir
 
 SINGLE = "single-coder GRPO"
 
@@ -39,7 +39,7 @@ def corecode_config(cfg: TrainingStudyConfig, seed: int, name: str) -> Any:
 
     fields = {"n_fresh_tasks": 0, **cfg.corecode, "seed": seed, "rl_steps": cfg.rl_steps, "n_test_tasks": cfg.n_test_tasks,
               "tasks_per_step": cfg.tasks_per_step, "eval_samples_per_task": cfg.eval_samples_per_task,
-              "train_roles": list(CORECODE_VARIANTS[name]), "out_dir": _run_dir(cfg, "corecode", seed, name)}
+              "train_roles": list(CORECODE_VARIANTS[name]), "out_dir": run_dir(cfg, "corecode", seed, name)}
     ccfg = from_mapping(CoReCodeConfig, fields, "--set corecode")
     return replace(ccfg, sft=replace(ccfg.sft, epochs=cfg.sft_epochs))
 
@@ -76,7 +76,7 @@ def _single_coder(cfg: TrainingStudyConfig, seed: int, ccfg: Any, sandbox: Any) 
                        n_test_tasks=ccfg.n_test_tasks, rl_steps=ccfg.rl_steps, tasks_per_step=ccfg.tasks_per_step,
                        max_nodes_per_tree=codes_per_task, max_new_tokens=ccfg.max_new_tokens,
                        min_depth=ccfg.min_depth, max_depth=ccfg.max_depth, refine_examples=0,  # best-of-N never refines
-                       out_dir=_run_dir(cfg, "corecode", seed, SINGLE))
+                       out_dir=run_dir(cfg, "corecode", seed, SINGLE))
     mcfg = replace(base, sft=replace(base.sft, epochs=ccfg.sft.epochs, lr=ccfg.sft.lr, batch_size=ccfg.sft.batch_size),
                    rl=replace(base.rl, lr=ccfg.rl.lr))
     train, test = build_tasks(mcfg.splits)

@@ -121,7 +121,7 @@ def _mars2_seed(cfg: TrainingStudyConfig, seed: int, sandbox: Any) -> dict[str, 
         out["test"][f"cold start, {n} agent{'s' * (n > 1)}"] = {"metrics": metrics, **_per_task(trees)}
     for name, overrides in MARS2_VARIANTS.items():
         for lr in cfg.lrs:
-            vcfg = replace(mcfg, out_dir=_run_dir(cfg, "mars2", seed, name, lr), rl=replace(mcfg.rl, lr=lr), **overrides)
+            vcfg = replace(mcfg, out_dir=run_dir(cfg, "mars2", seed, name, lr), rl=replace(mcfg.rl, lr=lr), **overrides)
             summary = train_mars2(vcfg, policies=cold[:vcfg.agents], tasks=(train, val), sandbox=sandbox,
                                   progress=False, eval_before=False)
             out["val"].setdefault(name, {})[lr] = summary["after"]["pass@1"]
@@ -129,7 +129,7 @@ def _mars2_seed(cfg: TrainingStudyConfig, seed: int, sandbox: Any) -> dict[str, 
     return out
 
 
-def _run_dir(cfg: TrainingStudyConfig, study: str, seed: int, name: str, lr: float | None = None) -> str:
+def run_dir(cfg: TrainingStudyConfig, study: str, seed: int, name: str, lr: float | None = None) -> str:
     slug = "".join(c if c.isalnum() else "_" for c in name).strip("_")
     return str(Path(cfg.out) / study / f"seed{seed}" / (slug + (f"_lr{lr:g}" if lr is not None else "")))
 
@@ -141,7 +141,7 @@ def _mars2_test(cfg: TrainingStudyConfig, seed: int, name: str, lr: float, sandb
     from coral.train.mars2 import evaluate_search
 
     vcfg = replace(_mars2_base(cfg, seed), **MARS2_VARIANTS[name])
-    where = Path(_run_dir(cfg, "mars2", seed, name, lr))
+    where = Path(run_dir(cfg, "mars2", seed, name, lr))
     policies = [HFPolicy.load(where / "final" / f"agent{i}") for i in range(vcfg.agents)]
     metrics, trees = evaluate_search(vcfg, policies, build_tasks(vcfg.splits)[1], sandbox)
     return {"metrics": metrics, **_per_task(trees), "analysis": run_analysis(where / "metrics.jsonl")}

@@ -36,6 +36,13 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - prob_all_wrong
 
 
+def fix_rate(outcomes: Iterable[tuple[bool, bool]]) -> tuple[float, int]:
+    """A debugger's fix rate from (given code passed, final code passed) pairs of the codes it rewrote:
+    (the share of the failing given codes whose final code passes, how many failed; 0.0 when none did)."""
+    failing = [after for before, after in outcomes if not before]
+    return (sum(failing) / len(failing) if failing else 0.0), len(failing)
+
+
 def per_test_pass_rate(result: ExecutionResult, num_tests: int | None = None) -> float:
     """Passed tests / tests. `num_tests` is the size of the test list when the result may be short
     (a program that could not run at all reports no tests: that is 0 passed, not 0 of 0)."""

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from coral.benchmarks.metrics import fix_rate
 from coral.benchmarks.splits import build_tasks, fresh_tasks, rl_tasks, sft_tasks
 from coral.config import UserInputError
 from coral.sandbox.protocol import SandboxProtocol
@@ -230,9 +231,9 @@ def fix_counts(coder: Sequence[Any], final: Sequence[Any], trajs: Sequence[Any])
     code passes (`coder`, `final`: each trajectory's results on the same tests); and its break rate: of
     those it rewrote that passed, the share that no longer do (only with debug_when "always")."""
     seen = [(c.passed, f.passed) for c, f, tr in zip(coder, final, trajs, strict=True) if tr.turns_of("debugger")]
-    failing = [f for c, f in seen if not c]
+    rate, failing = fix_rate(seen)
     passing = [f for c, f in seen if c]
-    out = {"debugger/fix_rate": sum(failing) / len(failing) if failing else 0.0, "debugger/fixable": float(len(failing))}
+    out = {"debugger/fix_rate": rate, "debugger/fixable": float(failing)}
     if passing:
         out["debugger/break_rate"] = sum(not f for f in passing) / len(passing)
     return out

@@ -42,7 +42,7 @@ def test_analysis_of_a_missing_log_fails_loudly(training, tmp_path):
 
 def test_a_run_dir_names_study_seed_variant_and_lr(training):
     cfg = training.TrainingStudyConfig(out="runs/x")
-    assert training._run_dir(cfg, "mars2", 1, "MARS2 + shaping", 5e-5) == "runs/x/mars2/seed1/MARS2___shaping_lr5e-05"
+    assert training.run_dir(cfg, "mars2", 1, "MARS2 + shaping", 5e-5) == "runs/x/mars2/seed1/MARS2___shaping_lr5e-05"
 
 
 def test_the_study_config_refuses_repeated_seeds_and_bad_lrs(training, load_experiment):
