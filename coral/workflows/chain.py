@@ -70,30 +70,9 @@ def run_chain(tasks: Sequence[Task], coder: Agent, sandbox: Any, cfg: ChainConfi
     planner). `step` (the training step) keys the random streams; request keys name the task and the
     sample, so they repeat across calls only for the same task at the same step."""
     problems = [problem_text(t) for t in tasks]
-    tkeys = task_keys(tasks)
-    n_ret = cfg.retrievals_per_task if retriever is not None else 1
-    ret_tasks = _expand(range(len(tasks)), n_ret)
-    # one retrieval per task keeps the plan keys (and streams) of a chain without retriever
-    ret_keys = [tkeys[i] if n_ret == 1 else f"{tkeys[i]}/retrieval{r % n_ret}" for r, i in enumerate(ret_tasks)]
-    notes: list[Turn | None] = [None] * len(ret_tasks)
-    seen = [problems[i] for i in ret_tasks]  # the problem text planner and coder see, per retrieval
-    if retriever is not None:
-        notes = list(retriever.act([{"problem": problems[i]} for i in ret_tasks], call_index=0, step=step,
-                                   keys=[f"{k}/examples" for k in ret_keys]))
-        for r, turn in enumerate(notes):
-            turn.metadata.update(task_id=tasks[ret_tasks[r]].id, retrieval_id=r)
-        seen = [with_examples(problems[i], n.parsed) for i, n in zip(ret_tasks, notes, strict=True)]
-
-    n_plans = cfg.plans_per_task if planner is not None else 1
-    plan_rets = _expand(range(len(ret_tasks)), n_plans)
-    plan_keys = [f"{ret_keys[r]}/plan{j % n_plans}" for j, r in enumerate(plan_rets)]
-    plans: list[Turn | None] = [None] * len(plan_rets)
-    if planner is not None:
-        plans = list(planner.act([{"problem": seen[r]} for r in plan_rets], call_index=0, step=step,
-                                 keys=plan_keys))
-        for j, turn in enumerate(plans):
-            turn.metadata.update(task_id=tasks[ret_tasks[plan_rets[j]]].id, plan_id=j,
-                                 **({"retrieval_id": plan_rets[j]} if retriever is not None else {}))
+    ret_tasks, ret_keys, notes, seen = _retrieve(tasks, problems, retriever, cfg, step)
+    plan_rets, plan_keys, plans = _plan(tasks, ret_tasks, ret_keys, seen, planner, cfg, step,
+                                        with_retrieval=retriever is not None)
 
     code_plans = _expand(range(len(plan_rets)), cfg.codes_per_plan)
     contexts = []
@@ -128,6 +107,41 @@ def run_chain(tasks: Sequence[Task], coder: Agent, sandbox: Any, cfg: ChainConfi
             traj.metrics["debug_turns"] = float(len(traj.turns_of("debugger")))
             traj.metrics["coder_passed"] = float(traj.turns_of("coder")[-1].metadata["verdicts"][1].passed)
     return trajectories
+
+
+def _retrieve(tasks: Sequence[Task], problems: list[str], retriever: Agent | None, cfg: ChainConfig,
+              step: int) -> tuple[list[int], list[str], list[Turn | None], list[str]]:
+    """Per retrieval: its task index, request key, retriever turn (None without a retriever) and the
+    problem text planner and coder see (with the retrieved examples)."""
+    tkeys = task_keys(tasks)
+    n_ret = cfg.retrievals_per_task if retriever is not None else 1
+    ret_tasks = _expand(range(len(tasks)), n_ret)
+    # one retrieval per task keeps the plan keys (and streams) of a chain without retriever
+    ret_keys = [tkeys[i] if n_ret == 1 else f"{tkeys[i]}/retrieval{r % n_ret}" for r, i in enumerate(ret_tasks)]
+    notes: list[Turn | None] = [None] * len(ret_tasks)
+    seen = [problems[i] for i in ret_tasks]
+    if retriever is not None:
+        notes = list(retriever.act([{"problem": problems[i]} for i in ret_tasks], call_index=0, step=step,
+                                   keys=[f"{k}/examples" for k in ret_keys]))
+        for r, turn in enumerate(notes):
+            turn.metadata.update(task_id=tasks[ret_tasks[r]].id, retrieval_id=r)
+        seen = [with_examples(problems[i], n.parsed) for i, n in zip(ret_tasks, notes, strict=True)]
+    return ret_tasks, ret_keys, notes, seen
+
+
+def _plan(tasks: Sequence[Task], ret_tasks: list[int], ret_keys: list[str], seen: list[str], planner: Agent | None,
+          cfg: ChainConfig, step: int, with_retrieval: bool) -> tuple[list[int], list[str], list[Turn | None]]:
+    """Per plan: the retrieval it follows, its request key and the planner's turn (None without a planner)."""
+    n_plans = cfg.plans_per_task if planner is not None else 1
+    plan_rets = _expand(range(len(ret_tasks)), n_plans)
+    plan_keys = [f"{ret_keys[r]}/plan{j % n_plans}" for j, r in enumerate(plan_rets)]
+    plans: list[Turn | None] = [None] * len(plan_rets)
+    if planner is not None:
+        plans = list(planner.act([{"problem": seen[r]} for r in plan_rets], call_index=0, step=step, keys=plan_keys))
+        for j, turn in enumerate(plans):
+            turn.metadata.update(task_id=tasks[ret_tasks[plan_rets[j]]].id, plan_id=j,
+                                 **({"retrieval_id": plan_rets[j]} if with_retrieval else {}))
+    return plan_rets, plan_keys, plans
 
 
 def _debug_round(trajectories: list[Trajectory], writers: list[Turn], code_tasks: list[Task], problems: list[str],
