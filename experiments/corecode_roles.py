@@ -1,76 +1,134 @@
 """Planner+coder vs planner+coder+debugger (CoRe-Code with a trained debugger), after SFT alone and after
 SFT + RL, over several seeds: held-out pass@1 on the test split (new skeletons; greedy, and sampled at the
 RL temperature) and the debugger's fix rate (of the held-out codes whose coder's code failed, the share its
-rewrites turn into passing ones). Settings were not tuned on the test split; `--set` changes them (choose
-them on a validation run, not on these figures). Each arm trains its own models from the same seed (the
-debugger arm's tokenizer also sees the debugger's cold-start text, so its planner and coder differ too).
+rewrites turn into passing ones).
 
-    .venv/bin/python experiments/corecode_roles.py --seeds 0 1 2
-    .venv/bin/python experiments/corecode_roles.py --seeds 0 1 --set '{"n_train_tasks": 500, "rl_steps": 20}'
+Protocol (experiments/efficacy_protocol.py): no setting is chosen here, every arm runs at the recipe's
+defaults (chosen in earlier studies, docs/results/corecode.md) plus `--set`; each seed has its own test
+tasks, evaluated once per arm after SFT and once after RL; figures are means over seeds with their SE,
+and every change is paired per task (the tasks of all seeds pooled). Each arm trains its own models from
+the same seed (the debugger arm's tokenizer also sees the debugger's cold-start text, so its planner and
+coder differ too). A finished run (its summary.json exists) is read back, not retrained, so a stopped
+study continues where it stopped; a half-finished one resumes from its latest checkpoint.
 
-This script does NOT add anything to train_corecode: every figure is one of its summaries.
+    PYTHONPATH=. .venv/bin/python experiments/corecode_roles.py --seeds 0 1 2 --set '{"rl_steps": 100}'
+
+Writes runs' JSON next to them (--out) and the table into docs/results/roles.md (section "benchmark").
+This script does NOT add anything to train_corecode: every figure comes from its evaluations.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # efficacy_protocol
+
+from efficacy_protocol import (
+    fmt_change,
+    fmt_mean_se,
+    markdown_table,
+    over_seeds,
+    pooled_paired_change,
+    save_run,
+    write_section,
+)
+
 from coral.config import from_mapping
-from coral.report.error_bars import mean_se
+from coral.evaluation import task_pass_rates
 from coral.train.corecode import CoReCodeConfig, train_corecode
 
 ARMS: dict[str, dict[str, Any]] = {
     "planner+coder": {"debug_rounds": 0, "train_roles": ["planner", "coder"]},
     "planner+coder+debugger": {"debug_rounds": 1, "train_roles": ["planner", "coder", "debugger"]},
 }
-FIGURES = ("pass@1", "pass@1_sampled", "fix_rate")
+EVALS = {"greedy": "", "sampled": "_sampled"}  # figure -> suffix of the eval_{sft,rl} directory
 
 
-def figures(out_dir: Path, when: str) -> dict[str, float]:
-    """Held-out test-split figures of one run after SFT ("sft") or after RL ("rl"), from its evaluations."""
-    out = {}
-    for suffix in ("", "_sampled"):
-        path = out_dir / f"eval_{when}{suffix}" / "summary.json"
-        if not path.is_file():
-            continue
-        summary = json.loads(path.read_text())["summary"]
-        out[f"pass@1{suffix}"] = summary["pass@1"]
-        if suffix == "" and "fix_rate" in summary:
-            out["fix_rate"], out["debugged"] = summary["fix_rate"], summary["debugged"]
-    return out
+def run_arm(arm: str, seed: int, overrides: dict[str, Any], out: Path) -> dict[str, Any]:
+    """One arm and seed: trained (or read back when finished); per-task pass rates and fix rates."""
+    out_dir = out / arm / f"seed{seed}"
+    fields = {**overrides, **ARMS[arm], "seed": seed, "out_dir": str(out_dir), "n_fresh_tasks": 0}
+    cfg = from_mapping(CoReCodeConfig, fields, "--set")
+    done = out_dir / "summary.json"
+    summary = json.loads(done.read_text()) if done.is_file() else train_corecode(cfg, progress=False)
+    rates, fix = {}, {}
+    for when in ("sft", "rl"):
+        for figure, suffix in EVALS.items():
+            samples = out_dir / f"eval_{when}{suffix}" / "samples.jsonl"
+            if samples.is_file():
+                rates[f"{figure}/{when}"] = task_pass_rates(samples)
+        ev = json.loads((out_dir / f"eval_{when}" / "summary.json").read_text())["summary"]
+        if "fix_rate" in ev:
+            fix[when] = {"fix_rate": ev["fix_rate"], "debugged": ev["debugged"]}
+    return {"rates": rates, "fix": fix, "wall_s": summary["wall_s"], "config": fields}
+
+
+def _mean(rates: dict[str, float]) -> float:
+    return sum(rates.values()) / len(rates)
+
+
+def table(runs: dict[str, dict[int, dict[str, Any]]]) -> str:
+    """Per arm and figure: after SFT, after RL (mean ± SE over seeds), RL - SFT paired per task; then the
+    debugger arm against planner+coder at the same stage, paired per task; then fix rates."""
+    rows = []
+    for arm, by_seed in runs.items():
+        for figure in EVALS:
+            key_sft, key_rl = f"{figure}/sft", f"{figure}/rl"
+            seeds = [s for s, r in by_seed.items() if key_sft in r["rates"] and key_rl in r["rates"]]
+            if not seeds:
+                continue
+            before = {s: by_seed[s]["rates"][key_sft] for s in seeds}
+            after = {s: by_seed[s]["rates"][key_rl] for s in seeds}
+            rows.append([arm, f"pass@1 {figure}", fmt_mean_se(over_seeds({s: _mean(before[s]) for s in seeds})),
+                         fmt_mean_se(over_seeds({s: _mean(after[s]) for s in seeds})),
+                         fmt_change(pooled_paired_change(before, after)), len(seeds)])
+    text = markdown_table(["arm", "figure (test split)", "after SFT", "after SFT + RL", "RL - SFT (paired per task)",
+                           "seeds"], rows)
+    base, dbg = runs.get("planner+coder", {}), runs.get("planner+coder+debugger", {})
+    vs = []
+    for figure in EVALS:
+        for when in ("sft", "rl"):
+            key = f"{figure}/{when}"
+            seeds = [s for s in base if s in dbg and key in base[s]["rates"] and key in dbg[s]["rates"]]
+            if seeds:
+                change = pooled_paired_change({s: base[s]["rates"][key] for s in seeds},
+                                              {s: dbg[s]["rates"][key] for s in seeds})
+                vs.append([f"pass@1 {figure}", "after SFT" if when == "sft" else "after SFT + RL", fmt_change(change),
+                           len(seeds)])
+    if vs:
+        text += "\n" + markdown_table(["figure (test split)", "stage", "+debugger - planner+coder (paired per task)",
+                                       "seeds"], vs)
+    fixes = [[when, fmt_mean_se(over_seeds({s: r["fix"][when]["fix_rate"] for s, r in dbg.items() if when in r["fix"]})),
+              " / ".join(f"{int(r['fix'][when]['debugged'])}" for r in dbg.values() if when in r["fix"])]
+             for when in ("sft", "rl") if any(when in r["fix"] for r in dbg.values())]
+    if fixes:
+        text += "\n" + markdown_table(["debugger fix rate (greedy, test split)", "mean ± SE over seeds",
+                                       "failing codes it saw, per seed"], fixes)
+    return text
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds; each has its own test tasks")
+    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS), help="arms to run (default: both)")
     ap.add_argument("--set", default="{}", help="JSON of further CoReCodeConfig fields for every arm")
-    ap.add_argument("--out", default="runs/experiment_roles")
+    ap.add_argument("--out", default="runs/experiment_roles", help="directory of the runs and results.json")
+    ap.add_argument("--results-md", default="docs/results/roles.md", help="markdown file the table goes into")
     args = ap.parse_args()
-    rows: dict[str, dict[int, dict[str, dict[str, float]]]] = {arm: {} for arm in args.arms}
+    overrides = json.loads(args.set)
+    runs: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in args.arms}
     for seed in args.seeds:
         for arm in args.arms:
-            out_dir = Path(args.out) / arm / f"seed{seed}"
-            fields = {**json.loads(args.set), **ARMS[arm], "seed": seed, "out_dir": str(out_dir), "n_fresh_tasks": 0}
-            summary = train_corecode(from_mapping(CoReCodeConfig, fields, "--set"), progress=False)
-            rows[arm][seed] = {"sft": figures(out_dir, "sft"), "rl": figures(out_dir, "rl"), "wall_s": summary["wall_s"]}
-            print(f"{arm}, seed {seed} ({summary['wall_s'] / 60:.1f} min): {rows[arm][seed]}", flush=True)
-    print("\n| arm | figure | after SFT | after SFT + RL | RL - SFT (SE over seeds) |")
-    print("|---|---|---|---|---|")
-    for arm, by_seed in rows.items():
-        for fig in FIGURES:
-            pairs = [(r["sft"][fig], r["rl"][fig]) for r in by_seed.values() if fig in r["sft"] and fig in r["rl"]]
-            if not pairs:
-                continue
-            diff, se = mean_se([b - a for a, b in pairs])  # se is nan with one seed
-            print(f"| {arm} | {fig} | {statistics.mean(a for a, _ in pairs):.3f} | "
-                  f"{statistics.mean(b for _, b in pairs):.3f} | {diff:+.3f} ({se:.3f}) |")
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    Path(args.out, "results.json").write_text(json.dumps(rows, indent=2))
+            runs[arm][seed] = run_arm(arm, seed, overrides, Path(args.out))
+            print(f"{arm}, seed {seed}: {runs[arm][seed]['wall_s'] / 60:.1f} min", flush=True)
+    text = table(runs)
+    print(text)
+    save_run(Path(args.out) / "results.json", {"set": overrides, "seeds": args.seeds, "arms": args.arms}, runs)
+    write_section(Path(args.results_md), "benchmark", text)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,33 @@
+"""experiments/corecode_roles.py: the benchmark table from hand-written per-task pass rates (no training)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def roles(load_experiment):
+    load_experiment("efficacy_protocol")
+    return load_experiment("corecode_roles")
+
+
+def run(sft, rl, fix=None):
+    rates = {"greedy/sft": sft, "greedy/rl": rl}
+    return {"rates": rates, "fix": fix or {}, "wall_s": 1.0}
+
+
+def test_the_table_pairs_rl_with_sft_and_the_debugger_arm_with_planner_coder_on_the_same_tasks(roles):
+    runs = {
+        "planner+coder": {0: run({"a": 0, "b": 1}, {"a": 1, "b": 1}), 1: run({"c": 0, "d": 0}, {"c": 0, "d": 1})},
+        "planner+coder+debugger": {
+            0: run({"a": 1, "b": 1}, {"a": 1, "b": 1}, {"sft": {"fix_rate": 0.5, "debugged": 2.0}}),
+            1: run({"c": 0, "d": 1}, {"c": 1, "d": 1}, {"sft": {"fix_rate": 0.25, "debugged": 4.0}}),
+        },
+    }
+    text = roles.table(runs)
+    # planner+coder: SFT 0.5 and 0.0 -> mean 0.250; RL 1.0 and 0.5 -> 0.750; 2 of 4 tasks up, none down
+    assert "| planner+coder | pass@1 greedy | 0.250 ± 0.250 | 0.750 ± 0.250 | +0.500 ± 0.289 (2↑ 0↓) | 2 |" in text
+    # debugger - planner+coder after SFT: a +1, b 0, c 0, d +1 -> +0.5, 2 up
+    assert "| pass@1 greedy | after SFT | +0.500 ± 0.289 (2↑ 0↓) | 2 |" in text
+    assert "| sft | 0.375 ± 0.125 | 2 / 4 |" in text
+    assert "sampled" not in text  # no sampled evaluations were given: no row for them
