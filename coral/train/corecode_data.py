@@ -14,6 +14,7 @@ This module does NOT train anything and judges only mutants of our own gold code
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -24,7 +25,11 @@ from coral.trajectory import Task
 from coral.workflows.chain import with_examples
 
 MUTANT_CANDIDATES = 4  # mutants judged per debugger example wanted (most fail a public test; some are equivalent)
-_DEBUG_CACHE: dict[tuple[str, int, int], list[tuple[str, str]]] = {}  # (task id, seed, n) -> (mutant, feedback)
+# (task fingerprint, seed, n) -> [(mutant, feedback)]: a run builds its cold-start data twice (the tokenizer's
+# corpus, then SFT). Keyed by content, not id: the procedural family reuses an id for one composition with
+# other parameters and tests under another task seed. Cleared when it grows past DEBUG_CACHE_MAX entries
+_DEBUG_CACHE: dict[tuple[str, int, int], list[tuple[str, str]]] = {}
+DEBUG_CACHE_MAX = 50_000
 
 
 def retriever_template(k: int) -> PromptTemplate:
@@ -66,7 +71,10 @@ def failing_mutants(tasks: Sequence[Task], per_task: int, seed: int, sandbox: An
     from coral.benchmarks.mutants import mutants
     from coral.workflows.common import judge
 
-    todo = [t for t in tasks if (t.id, seed, per_task) not in _DEBUG_CACHE]
+    keys = {t.id: (_fingerprint(t), seed, per_task) for t in tasks}
+    if len(_DEBUG_CACHE) + len(tasks) > DEBUG_CACHE_MAX:
+        _DEBUG_CACHE.clear()
+    todo = [t for t in tasks if keys[t.id] not in _DEBUG_CACHE]
     jobs: list[tuple[Task, str]] = []
     for task in todo:
         candidates = mutants(task)
@@ -77,8 +85,14 @@ def failing_mutants(tasks: Sequence[Task], per_task: int, seed: int, sandbox: An
         if not public.passed and len(found[task.id]) < per_task:
             found[task.id].append((code, public.feedback(task.public_tests)))
     for task in todo:
-        _DEBUG_CACHE[(task.id, seed, per_task)] = found[task.id]
-    return {t.id: _DEBUG_CACHE[(t.id, seed, per_task)] for t in tasks}
+        _DEBUG_CACHE[keys[task.id]] = found[task.id]
+    return {t.id: _DEBUG_CACHE[keys[t.id]] for t in tasks}
+
+
+def _fingerprint(task: Task) -> str:
+    """What the mutants and their feedback depend on: the id, the gold code and the public tests."""
+    text = "\0".join([task.id, task.reference or "", *(repr(c) for c in task.public_tests)])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def debugger_examples(tasks: Sequence[Task], per_task: int, seed: int, sandbox: Any = None,

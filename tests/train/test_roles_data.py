@@ -54,3 +54,26 @@ def test_an_evaluation_with_a_debugger_reports_the_share_of_failing_codes_it_fix
     summary = summarize_samples(records, [1])
     assert (summary["debugged"], summary["fix_rate"]) == (3.0, pytest.approx(2 / 3))
     assert "fix_rate" not in summarize_samples([{**r, "metrics": {}} for r in records], [1])
+
+
+def test_a_task_of_another_seed_with_the_same_id_gets_its_own_feedback_not_the_cached_one():
+    # the procedural family gives one composition the same id and gold code under every task seed, with
+    # other test inputs: mutants cached by id would show the debugger another seed's test feedback
+    from coral.sandbox import Sandbox
+    from coral.train.corecode_data import failing_mutants
+
+    first = {t.id: t for t in make_tasks(300, "train", max_depth=2, seed=0)}
+    other = [t for t in make_tasks(300, "train", max_depth=2, seed=1)
+             if t.id in first and t.public_tests != first[t.id].public_tests][:8]
+    assert other, "no composition with the same id and other tests under task seeds 0 and 1"
+    with Sandbox(workers=1) as sandbox:
+        cached = failing_mutants([first[t.id] for t in other], 1, 0, sandbox)
+        fresh = failing_mutants(other, 1, 0, sandbox)
+    checked = [t for t in other if fresh[t.id] and cached[t.id]]
+    assert checked, "no task had a failing mutant under both seeds"
+    for task in checked:
+        old_inputs = {c.code.split("==")[0] for c in first[task.id].public_tests} - {
+            c.code.split("==")[0] for c in task.public_tests}
+        (_, feedback), = fresh[task.id]
+        # the feedback is on this task's own tests: none of the other seed's test inputs appear in it
+        assert fresh[task.id] != cached[task.id] and not any(x.strip() in feedback for x in old_inputs)
