@@ -12,14 +12,19 @@ losses (train.py) or the workflows (evaluate.py).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from coral.config import UserInputError, from_mapping
-from coral.latent.agents import build_agents, build_records
+from coral.latent.agents import (
+    build_agents,
+    build_records,
+    load_saved_agents,
+    save_agents,
+    saved_agents_present,
+)
 from coral.latent.config import RecursiveMASConfig
 from coral.latent.evaluate import EvalResult, evaluate
 from coral.latent.patterns import get_pattern
@@ -38,18 +43,11 @@ RESUMABLE_CHANGES = ("out_dir", "outer.steps", "eval_every_steps", "checkpoint_e
 
 def load_or_build_agents(cfg: RecursiveMASConfig, train: Any, progress: bool) -> dict[str, Any]:
     """The run's agents: loaded from out_dir/agents when saved by an earlier (interrupted) run."""
-    from coral.policy.hf import HFPolicy
-
     root = Path(cfg.out_dir) / "agents"
-    roles = get_pattern(cfg.pattern).roles
-    if all((root / r).is_dir() for r in roles):
-        return {r: HFPolicy.load(root / r) for r in roles}
+    if saved_agents_present(cfg, root):
+        return load_saved_agents(cfg, root)
     agents = build_agents(cfg, train, progress=progress)
-    for role, policy in agents.items():
-        tmp = root / f".{role}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        policy.save(tmp)
-        os.replace(tmp, root / role)  # a half-written agent is never taken for a saved one
+    save_agents(cfg, agents, root)
     return agents
 
 
@@ -136,15 +134,8 @@ def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[s
 
 def load_trained(cfg: RecursiveMASConfig, tool: Any = None) -> RecursiveMAS:
     """The system of a run in cfg.out_dir: its saved agents and, when it has a checkpoint, its latest links."""
-    from coral.policy.hf import HFPolicy
-
     root = Path(cfg.out_dir)
-    pattern = get_pattern(cfg.pattern)
-    missing = [r for r in pattern.roles if not (root / "agents" / r).is_dir()]
-    if missing:
-        raise FileNotFoundError(f"{root / 'agents' / missing[0]}: no saved agent (run `coral train` first)")
-    agents = {r: HFPolicy.load(root / "agents" / r) for r in pattern.roles}
-    system = build_system(cfg, agents, tool)
+    system = build_system(cfg, load_saved_agents(cfg, root / "agents"), tool)
     load_links(system, root)
     return system
 
