@@ -26,6 +26,7 @@ from coral.latent.agents import (
     saved_agents_present,
 )
 from coral.latent.config import RecursiveMASConfig
+from coral.latent.data import benchmark_records
 from coral.latent.evaluate import EvalResult, evaluate
 from coral.latent.patterns import get_pattern
 from coral.latent.system import RecursiveMAS
@@ -141,12 +142,14 @@ def load_trained(cfg: RecursiveMASConfig, tool: Any = None) -> RecursiveMAS:
 
 
 def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = None, split: str = "test",
-                  samples_path: str | Path | None = None) -> dict[str, float]:
+                  samples_path: str | Path | None = None, bench: str | None = None,
+                  limit: int | None = None) -> dict[str, float]:
     """`coral eval --workflow recursive | text-mas | single` on a trained run's agents, batch by batch
     (cfg.batch_size records, each batch timed on its own): writes one JSON line per sample to
     `samples_path` (default out_dir/eval_WORKFLOW_R{rounds}.jsonl: answer, correct, decoded tokens, and
     wall_s = its batch's wall time / the batch's size) and returns accuracy, decoded tokens and wall time per
-    sample."""
+    sample. `bench` (e.g. "humaneval", first `limit` tasks) evaluates on that benchmark's tasks instead of
+    the run's records `split`."""
     from coral.sandbox import Sandbox
 
     rounds = rounds or cfg.rounds
@@ -154,6 +157,10 @@ def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = N
     records = {"train": train, "test": test}.get(split)
     if records is None:
         raise UserInputError(f"split must be 'train' or 'test', got {split!r}")
+    if bench is not None:
+        from coral.benchmarks import load_benchmark
+
+        records = test = benchmark_records(load_benchmark(bench, limit=limit, seed=cfg.seed))
     path = Path(samples_path) if samples_path is not None else Path(cfg.out_dir) / f"eval_{workflow}_R{rounds}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     correct: list[bool] = []
@@ -177,11 +184,12 @@ def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = N
 
 
 def eval_run(run_dir: str | Path, workflow: str, rounds: int | None = None, split: str = "test",
-             samples_path: str | Path | None = None) -> dict[str, float]:
+             samples_path: str | Path | None = None, bench: str | None = None,
+             limit: int | None = None) -> dict[str, float]:
     """`eval_workflow` on the run in `run_dir` (written by `coral train` with recipe recursivemas)."""
     path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
         raise UserInputError(f"{path}: not a RecursiveMAS run directory (no {CONFIG_FILE}; "
                              f"`coral train` with recipe recursivemas writes one)")
     cfg = from_mapping(RecursiveMASConfig, {**json.loads(path.read_text()), "out_dir": str(run_dir)}, str(path))
-    return eval_workflow(cfg, workflow, rounds, split, samples_path)
+    return eval_workflow(cfg, workflow, rounds, split, samples_path, bench, limit)
