@@ -1,6 +1,6 @@
-"""RecursiveMAS (latent) vs the same frozen agents exchanging text, on held-out procedural tasks.
+"""RecursiveMAS (latent) vs the same frozen agents exchanging text, on held-out procedural tasks or HumanEval.
 
-One run: build tiny agents (cold-started by SFT on their roles' gold text, then frozen), train the
+One run: build the agents (tiny ones cold-started by SFT on their roles' gold text; all frozen), train the
 links (inner then outer loop, the recipe's step functions without its evaluations), then for R = 1, 2, 3 evaluate on the
 test split, in this order per R: text MAS (same pattern, same rounds, every agent decodes), RecursiveMAS
 (only the final agent decodes, once), the final agent alone, and training-free LatentMAS on the final
