@@ -46,6 +46,7 @@ def test_model_specs_cycle_over_the_roles_and_default_to_tiny():
     cfg = RecursiveMASConfig(pattern="sequential", agent_models=("smollm2", "tiny"))
     assert [cfg.agent_model(i) for i in range(3)] == ["smollm2", "tiny", "smollm2"]
     assert from_mapping(RecursiveMASConfig, {"agent_models": ["tiny", "smollm2"]}).agent_models == ("tiny", "smollm2")
+    assert from_mapping(RecursiveMASConfig, {"agent_models": "tiny,smollm2"}).agent_models == ("tiny", "smollm2")
 
 
 @pytest.mark.parametrize("models, match", [
