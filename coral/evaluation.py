@@ -24,7 +24,8 @@ from coral.workflows.chain import ChainConfig, run_chain
 class EvalConfig:
     bench: str = "procedural-test"  # benchmark name or a JSONL/parquet file of tasks
     # single: coder alone; chain: planner -> coder; recursive / text-mas: a RecursiveMAS run's agents
-    # (latent_run_dir) in latent space / exchanging text, on that run's records (bench, model unused)
+    # (latent_run_dir) in latent space / exchanging text, on that run's records, or on `bench` when it is
+    # not the default (model unused)
     workflow: Literal["single", "chain", "recursive", "text-mas"] = "chain"
     model: str = "tiny"  # the coder's model: tiny, a model directory, scripted:FILE, openai:URL[#model], vllm:NAME
     planner_model: str | None = None  # default: the coder's model (one shared policy)
@@ -194,8 +195,10 @@ def run_latent_eval(cfg: EvalConfig) -> dict[str, float]:
         raise UserInputError(f"workflow {cfg.workflow!r} needs field 'latent_run_dir' (a run of `coral train` "
                              f"with recipe recursivemas)")
     out_dir = Path(cfg.out_dir)
+    # the default bench means the run's own records; any other bench (humaneval) is evaluated instead
+    bench = None if cfg.bench == EvalConfig.bench else cfg.bench
     summary = eval_run(cfg.latent_run_dir, cfg.workflow, cfg.latent_rounds or None, cfg.latent_split,
-                       samples_path=out_dir / "samples.jsonl")
+                       samples_path=out_dir / "samples.jsonl", bench=bench, limit=cfg.limit)
     n = len((out_dir / "samples.jsonl").read_text().splitlines())
     # wall_s: the workflows' own time (loading the agents and judging answers are not part of it)
     summary = {"samples": float(n), **summary, "decoded_tokens": summary["decoded_tokens_per_sample"] * n,

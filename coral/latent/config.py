@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from coral.config import UserInputError
 from coral.latent.links import LINK_INITS
 
 
@@ -75,7 +76,10 @@ class RecursiveMASConfig:
     n_test_tasks: int = 32  # held-out procedural tasks evaluated before and after training
     max_depth: int = 2  # deepest composition of the procedural tasks
     seed: int = 0  # base seed of the models, data and batches
-    # tiny agents, one per role: widths cycle over the roles (different hidden sizes are allowed)
+    # one model spec per role, cycling over the roles: "tiny" (built here, see agent_widths) or any
+    # coral.policy.load_policy spec of a local HF model ("smollm2", a model directory), loaded and frozen
+    agent_models: tuple[str, ...] = ("tiny",)
+    # tiny agents' widths, indexed by role and cycling over the roles (different hidden sizes are allowed)
     agent_widths: tuple[int, ...] = (64, 96, 64)
     n_layers: int = 2  # layers of each tiny agent
     vocab_size: int = 512  # size of the tiny agents' locally trained tokenizer
@@ -114,8 +118,26 @@ class RecursiveMASConfig:
                 raise ValueError(f"field {name!r} must be >= 0, got {getattr(self, name)}")
         if not self.agent_widths or any(w < 4 or w % 4 for w in self.agent_widths):
             raise ValueError(f"field 'agent_widths': each must be a multiple of 4 (heads), got {self.agent_widths}")
+        self._check_agent_models()
         if self.link_init not in LINK_INITS:
             raise ValueError(f"field 'link_init' must be one of {LINK_INITS}, got {self.link_init!r}")
+
+    def _check_agent_models(self) -> None:
+        """A spec is a non-empty string without spaces; at most one per role (more would be ignored)."""
+        from coral.latent.patterns import get_pattern
+
+        roles = get_pattern(self.pattern).roles
+        if not 1 <= len(self.agent_models) <= len(roles):
+            raise UserInputError(f"field 'agent_models': pattern {self.pattern!r} has {len(roles)} roles "
+                                 f"{roles}, so give 1 to {len(roles)} model specs; got {list(self.agent_models)}")
+        bad = next((m for m in self.agent_models if not isinstance(m, str) or not m.strip() or m != m.strip()), None)
+        if bad is not None:
+            raise UserInputError(f"field 'agent_models': bad model spec {bad!r} (\"tiny\", \"smollm2\" or a model "
+                                 f"directory)")
+
+    def agent_model(self, role_index: int) -> str:
+        """The model spec of the pattern's `role_index`-th role (specs cycle over the roles)."""
+        return self.agent_models[role_index % len(self.agent_models)]
 
     @property
     def total_steps(self) -> int:

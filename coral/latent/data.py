@@ -4,7 +4,8 @@ A procedural task gives: question = its prompt (description + signature), plan =
 refined_plan = each plan step followed by the line of gold code that does it, answer = the gold code.
 The task is kept with the record so that answers are judged by running its tests in the sandbox. A
 JSONL record has the four string fields (and optional "id"); its answers are judged by exact match of
-the stripped text. This module does NOT tokenize or score.
+the stripped text. `benchmark_records` wraps benchmark tasks (HumanEval) for evaluation only.
+This module does NOT tokenize or score.
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ def procedural_records(tasks: Sequence[Task]) -> list[Record]:
             raise ValueError(f"task {task.id} has no gold plan or reference code (not a procedural task?)")
         out.append(Record(task.id, task.prompt, plan, refined_plan(plan, code), code.strip(), task))
     return out
+
+
+def benchmark_records(tasks: Sequence[Task]) -> list[Record]:
+    """Evaluation-only records of benchmark tasks (HumanEval, MBPP): question = the task's prompt, judged by
+    its private tests. They have no gold plan, so plan and refined_plan are empty: links are not trained on
+    them (the inner loop would regress nothing)."""
+    return [Record(t.id, t.prompt, "", "", (t.reference or "").strip(), t) for t in tasks]
 
 
 def load_records(path: str | Path) -> list[Record]:

@@ -16,10 +16,14 @@ loss is flat there, so the outer gradient is too weak to find the embeddings). S
   - "scaled": every final LayerNorm's gain starts at the RMS entry of its target agent's input
     embeddings, so a latent has the norm of a token embedding (PyTorch's gain 1 gives norm sqrt(d),
     ~5x too large for the tiny agents; the cosine inner loss never corrects it: cos ignores scale);
-  - "aligned" (agents sharing one vocabulary): "scaled", and each outer link starts as the ridge map
-    from the source's input embeddings to the target's (W3 = (E_s^T E_s + lambda I)^-1 E_s^T E_t, the
-    MLP branch's W2 scaled by 0.01), so a source thought near the source's embedding of token x lands near the
-    target's embedding of x: the untrained system is a soft text MAS;
+  - "aligned": "scaled", and each outer link starts as the ridge map from the source's input embeddings
+    to the target's (W3 = (E_s^T E_s + lambda I)^-1 E_s^T E_t, the MLP branch's W2 scaled by 0.01), so a
+    source thought near the source's embedding of token x lands near the target's embedding of x: the
+    untrained system is a soft text MAS. Rows are paired by token: with one vocabulary every row; with two
+    vocabularies the rows of the token strings both contain (`shared_token_rows`: for two byte-level BPEs a
+    string is the same byte sequence, so the pair means the same text). Pairs of vocabularies that share
+    less than MIN_SHARED_FRACTION of the smaller one are refused (another token convention, e.g.
+    SentencePiece vs byte-level, shares only single characters): the caller is told to use "scaled";
   - "random": PyTorch's defaults.
 This module does NOT run language models, decide where latents go, or train anything (see rollout.py,
 system.py, train.py).
@@ -27,10 +31,13 @@ system.py, train.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import Tensor, nn
 
 LINK_INITS = ("aligned", "scaled", "random")
+MIN_SHARED_FRACTION = 0.5  # "aligned" across two vocabularies: shared token strings / the smaller vocabulary
 
 
 class InnerLink(nn.Module):
@@ -93,21 +100,42 @@ def embedding_rms(table: Tensor) -> float:
     return float(table.detach().double().pow(2).mean().sqrt())
 
 
+def shared_token_rows(vocab_src: Mapping[str, int], vocab_dst: Mapping[str, int], rows_src: int,
+                      rows_dst: int) -> tuple[Tensor, Tensor]:
+    """(source ids, target ids) of the token strings both vocabularies hold (ids inside the embedding
+    tables, `rows_*` rows each), ordered by source id. Raises ValueError when they share less than
+    MIN_SHARED_FRACTION of the smaller vocabulary."""
+    pairs = sorted((i, vocab_dst[t]) for t, i in vocab_src.items()
+                   if t in vocab_dst and i < rows_src and vocab_dst[t] < rows_dst)
+    smaller = min(len(vocab_src), len(vocab_dst))
+    if len(pairs) < MIN_SHARED_FRACTION * smaller:
+        raise ValueError(f"link_init 'aligned': the two vocabularies share {len(pairs)} token strings, under "
+                         f"{MIN_SHARED_FRACTION:.0%} of the smaller one ({smaller}): no token-by-token map between "
+                         f"their embeddings; use link_init 'scaled'")
+    src, dst = zip(*pairs, strict=True)
+    return torch.tensor(src), torch.tensor(dst)
+
+
 @torch.no_grad()
 def init_links(how: str, inner: dict[str, InnerLink], outer: dict[str, tuple[OuterLink, str, str]],
-               tables: dict[str, Tensor], ridge_lambda: float = 1e-3) -> None:
+               tables: dict[str, Tensor], ridge_lambda: float = 1e-3,
+               rows: Mapping[str, tuple[Tensor, Tensor]] | None = None) -> None:
     """Initialise links in place (see the module docstring). `outer[key] = (link, source, target)`;
-    `tables[agent]` is that agent's input-embedding weight (vocab x d); "aligned" needs one vocabulary."""
+    `tables[agent]` is that agent's input-embedding weight (vocab x d). "aligned" pairs the tables' rows
+    by `rows[key] = (source ids, target ids)`, or row by row when `rows` has no entry for the link (one
+    vocabulary: the tables must then have one size)."""
     if how not in LINK_INITS:
         raise ValueError(f"link_init must be one of {LINK_INITS}, got {how!r}")
     if how == "random":
         return
     for role, link in inner.items():
         link.ln_post.weight.fill_(embedding_rms(tables[role]))
-    for link, src, dst in outer.values():
+    for key, (link, src, dst) in outer.items():
         link.ln_tgt.weight.fill_(embedding_rms(tables[dst]))
         if how == "aligned":
             e_src, e_dst = tables[src].detach(), tables[dst].detach()
+            if rows is not None and key in rows:
+                e_src, e_dst = e_src[rows[key][0]], e_dst[rows[key][1]]
             if e_src.shape[0] != e_dst.shape[0]:
                 raise ValueError(f"link_init 'aligned' needs agents of one vocabulary; {src} has "
                                  f"{e_src.shape[0]} tokens, {dst} {e_dst.shape[0]} (use link_init 'scaled')")

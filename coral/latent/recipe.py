@@ -12,15 +12,21 @@ losses (train.py) or the workflows (evaluate.py).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from coral.config import UserInputError, from_mapping
-from coral.latent.agents import build_agents, build_records
+from coral.latent.agents import (
+    build_agents,
+    build_records,
+    load_saved_agents,
+    save_agents,
+    saved_agents_present,
+)
 from coral.latent.config import RecursiveMASConfig
+from coral.latent.data import benchmark_records
 from coral.latent.evaluate import EvalResult, evaluate
 from coral.latent.patterns import get_pattern
 from coral.latent.system import RecursiveMAS
@@ -38,18 +44,11 @@ RESUMABLE_CHANGES = ("out_dir", "outer.steps", "eval_every_steps", "checkpoint_e
 
 def load_or_build_agents(cfg: RecursiveMASConfig, train: Any, progress: bool) -> dict[str, Any]:
     """The run's agents: loaded from out_dir/agents when saved by an earlier (interrupted) run."""
-    from coral.policy.hf import HFPolicy
-
     root = Path(cfg.out_dir) / "agents"
-    roles = get_pattern(cfg.pattern).roles
-    if all((root / r).is_dir() for r in roles):
-        return {r: HFPolicy.load(root / r) for r in roles}
+    if saved_agents_present(cfg, root):
+        return load_saved_agents(cfg, root)
     agents = build_agents(cfg, train, progress=progress)
-    for role, policy in agents.items():
-        tmp = root / f".{role}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        policy.save(tmp)
-        os.replace(tmp, root / role)  # a half-written agent is never taken for a saved one
+    save_agents(cfg, agents, root)
     return agents
 
 
@@ -136,26 +135,21 @@ def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[s
 
 def load_trained(cfg: RecursiveMASConfig, tool: Any = None) -> RecursiveMAS:
     """The system of a run in cfg.out_dir: its saved agents and, when it has a checkpoint, its latest links."""
-    from coral.policy.hf import HFPolicy
-
     root = Path(cfg.out_dir)
-    pattern = get_pattern(cfg.pattern)
-    missing = [r for r in pattern.roles if not (root / "agents" / r).is_dir()]
-    if missing:
-        raise FileNotFoundError(f"{root / 'agents' / missing[0]}: no saved agent (run `coral train` first)")
-    agents = {r: HFPolicy.load(root / "agents" / r) for r in pattern.roles}
-    system = build_system(cfg, agents, tool)
+    system = build_system(cfg, load_saved_agents(cfg, root / "agents"), tool)
     load_links(system, root)
     return system
 
 
 def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = None, split: str = "test",
-                  samples_path: str | Path | None = None) -> dict[str, float]:
+                  samples_path: str | Path | None = None, bench: str | None = None,
+                  limit: int | None = None) -> dict[str, float]:
     """`coral eval --workflow recursive | text-mas | single` on a trained run's agents, batch by batch
     (cfg.batch_size records, each batch timed on its own): writes one JSON line per sample to
     `samples_path` (default out_dir/eval_WORKFLOW_R{rounds}.jsonl: answer, correct, decoded tokens, and
     wall_s = its batch's wall time / the batch's size) and returns accuracy, decoded tokens and wall time per
-    sample."""
+    sample. `bench` (e.g. "humaneval", first `limit` tasks) evaluates on that benchmark's tasks instead of
+    the run's records `split`."""
     from coral.sandbox import Sandbox
 
     rounds = rounds or cfg.rounds
@@ -163,6 +157,10 @@ def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = N
     records = {"train": train, "test": test}.get(split)
     if records is None:
         raise UserInputError(f"split must be 'train' or 'test', got {split!r}")
+    if bench is not None:
+        from coral.benchmarks import load_benchmark
+
+        records = test = benchmark_records(load_benchmark(bench, limit=limit, seed=cfg.seed))
     path = Path(samples_path) if samples_path is not None else Path(cfg.out_dir) / f"eval_{workflow}_R{rounds}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     correct: list[bool] = []
@@ -186,11 +184,12 @@ def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = N
 
 
 def eval_run(run_dir: str | Path, workflow: str, rounds: int | None = None, split: str = "test",
-             samples_path: str | Path | None = None) -> dict[str, float]:
+             samples_path: str | Path | None = None, bench: str | None = None,
+             limit: int | None = None) -> dict[str, float]:
     """`eval_workflow` on the run in `run_dir` (written by `coral train` with recipe recursivemas)."""
     path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
         raise UserInputError(f"{path}: not a RecursiveMAS run directory (no {CONFIG_FILE}; "
                              f"`coral train` with recipe recursivemas writes one)")
     cfg = from_mapping(RecursiveMASConfig, {**json.loads(path.read_text()), "out_dir": str(run_dir)}, str(path))
-    return eval_workflow(cfg, workflow, rounds, split, samples_path)
+    return eval_workflow(cfg, workflow, rounds, split, samples_path, bench, limit)

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from coral.latent.links import InnerLink, OuterLink, describe_links, init_links
+from coral.latent.links import InnerLink, OuterLink, describe_links, init_links, shared_token_rows
 from coral.latent.patterns import Pattern
 from coral.latent.rollout import Embedded, SplitPrompt, assemble, greedy_decode, latent_rollout, split_prompt
 
@@ -63,17 +63,20 @@ class RecursiveMAS(nn.Module):
         self.to(device)
 
     def _init_links(self, how: str) -> None:
-        """links.init_links; "aligned" maps embeddings token by token, so every agent must share one vocabulary."""
-        if how == "aligned":
-            vocabs = {r: self.agents[r].tokenizer.get_vocab() for r in self.pattern.roles}
-            first = self.pattern.roles[0]
-            other = next((r for r in self.pattern.roles if vocabs[r] != vocabs[first]), None)
-            if other is not None:
-                raise ValueError(f"link_init 'aligned' needs agents of one vocabulary, but {first!r} and {other!r} "
-                                 f"tokenize differently; use link_init 'scaled'")
+        """links.init_links; "aligned" pairs embedding rows by token: all rows when the two agents share a
+        vocabulary, else the token strings both hold (links.shared_token_rows, which refuses vocabularies
+        too unlike for it)."""
         tables = {r: self.agents[r].model.get_input_embeddings().weight for r in self.pattern.roles}
         outer = {edge_key(s, t): (self.outer[edge_key(s, t)], s, t) for s, t in self.pattern.edges()}
-        init_links(how, dict(self.inner.items()), outer, tables)
+        rows = {}
+        for s, t in self.pattern.edges() if how == "aligned" else ():
+            vocab_s, vocab_t = self.agents[s].tokenizer.get_vocab(), self.agents[t].tokenizer.get_vocab()
+            if vocab_s != vocab_t or tables[s].shape[0] != tables[t].shape[0]:
+                try:
+                    rows[edge_key(s, t)] = shared_token_rows(vocab_s, vocab_t, tables[s].shape[0], tables[t].shape[0])
+                except ValueError as error:
+                    raise ValueError(f"agents {s!r} and {t!r}: {error}") from error
+        init_links(how, dict(self.inner.items()), outer, tables, rows=rows)
 
     def describe(self) -> str:
         return describe_links(dict(self.inner.items()), dict(self.outer.items()))

@@ -59,6 +59,15 @@ def test_coral_eval_runs_a_latent_workflow_and_writes_tokens_and_wall_time_per_s
     assert summary["accuracy"] == sum(s["correct"] for s in samples) / 3
 
 
+def test_coral_eval_of_a_latent_run_on_humaneval_judges_its_first_tasks(run_dir, tmp_path):
+    out = tmp_path / "eval"
+    assert main(["eval", "--workflow", "recursive", "--latent-run-dir", str(run_dir), "--bench", "humaneval",
+                 "--limit", "2", "--out-dir", str(out), "--no-progress"]) == 0
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert [s["id"] for s in samples] == ["HumanEval/0", "HumanEval/1"]
+    assert all(s["correct"] is False for s in samples)  # 4 tokens of an untrained tiny agent: no code
+
+
 def test_coral_eval_names_the_missing_run_directory(tmp_path, capsys):
     assert main(["eval", "--workflow", "recursive", "--out-dir", str(tmp_path)]) == 2
     assert "latent_run_dir" in capsys.readouterr().err

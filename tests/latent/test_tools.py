@@ -47,3 +47,17 @@ def test_deliberation_feeds_the_tool_report_to_the_reflectors_next_prompt(two_wi
     assert len(calls) == 2 and calls[0][1] == ["q0", "q1"]  # rounds 1 and 2, not the last
     assert ("reflector", 1, "REPORT-1") in seen and ("reflector", 2, "REPORT-0") in seen
     assert all(notes is None for role, r, notes in seen if role == "tool_caller" or r == 0)
+
+
+def test_humaneval_records_are_judged_by_their_tests():
+    from coral.benchmarks import load_benchmark
+    from coral.latent.data import benchmark_records
+
+    tasks = load_benchmark("humaneval", limit=2)
+    recs = benchmark_records(tasks)
+    assert [r.id for r in recs] == ["HumanEval/0", "HumanEval/1"] and recs[0].question == tasks[0].prompt
+    assert (recs[0].plan, recs[0].refined_plan) == ("", "")
+    gold = f"```python\n{recs[0].answer}\n```"
+    wrong = gold.replace("return False", "return True")
+    with Sandbox(workers=1) as sandbox:
+        assert judge(sandbox, [recs[0], recs[0]], [gold, wrong]) == [True, False]
