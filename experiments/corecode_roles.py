@@ -31,6 +31,7 @@ from efficacy_protocol import (
     fmt_change,
     fmt_mean_se,
     markdown_table,
+    mean_rate,
     over_seeds,
     pooled_paired_change,
     save_run,
@@ -67,10 +68,6 @@ def run_arm(arm: str, seed: int, overrides: dict[str, Any], out: Path) -> dict[s
     return {"rates": rates, "fix": fix, "wall_s": summary["wall_s"], "config": fields}
 
 
-def _mean(rates: dict[str, float]) -> float:
-    return sum(rates.values()) / len(rates)
-
-
 def table(runs: dict[str, dict[int, dict[str, Any]]]) -> str:
     """Per arm and figure: after SFT, after RL (mean ± SE over seeds), RL - SFT paired per task; then the
     debugger arm against planner+coder at the same stage, paired per task; then fix rates."""
@@ -83,8 +80,8 @@ def table(runs: dict[str, dict[int, dict[str, Any]]]) -> str:
                 continue
             before = {s: by_seed[s]["rates"][key_sft] for s in seeds}
             after = {s: by_seed[s]["rates"][key_rl] for s in seeds}
-            rows.append([arm, f"pass@1 {figure}", fmt_mean_se(over_seeds({s: _mean(before[s]) for s in seeds})),
-                         fmt_mean_se(over_seeds({s: _mean(after[s]) for s in seeds})),
+            rows.append([arm, f"pass@1 {figure}", fmt_mean_se(over_seeds({s: mean_rate(before[s]) for s in seeds})),
+                         fmt_mean_se(over_seeds({s: mean_rate(after[s]) for s in seeds})),
                          fmt_change(pooled_paired_change(before, after)), len(seeds)])
     text = markdown_table(["arm", "figure (test split)", "after SFT", "after SFT + RL", "RL - SFT (paired per task)",
                            "seeds"], rows)

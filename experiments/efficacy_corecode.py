@@ -22,6 +22,7 @@ from efficacy_protocol import (
     fmt_change,
     fmt_mean_se,
     markdown_table,
+    mean_rate,
     over_seeds,
     pooled_paired_change,
     save_run,
@@ -110,10 +111,6 @@ def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
     return {"per_seed": per_seed}
 
 
-def _rate(per_task: dict[str, float]) -> float:
-    return sum(per_task.values()) / len(per_task)
-
-
 def _corecode_rows(per_seed: dict[int, dict[str, Any]]) -> str:
     seeds = sorted(per_seed)
     rows = []
@@ -121,8 +118,8 @@ def _corecode_rows(per_seed: dict[int, dict[str, Any]]) -> str:
         before = {s: per_seed[s][name]["sft"] for s in seeds}
         after = {s: per_seed[s][name]["rl"] for s in seeds}
         a = [per_seed[s][name]["analysis"] for s in seeds]
-        rows.append([name, fmt_mean_se(over_seeds({s: _rate(before[s]) for s in seeds})),
-                     fmt_mean_se(over_seeds({s: _rate(after[s]) for s in seeds})),
+        rows.append([name, fmt_mean_se(over_seeds({s: mean_rate(before[s]) for s in seeds})),
+                     fmt_mean_se(over_seeds({s: mean_rate(after[s]) for s in seeds})),
                      fmt_change(pooled_paired_change(before, after)),
                      f"{sum(x['reward_first'] for x in a) / len(a):.3f} → {sum(x['reward_last'] for x in a) / len(a):.3f}",
                      f"{sum(x['zero_advantage_turns'] for x in a) / len(a):.2f}"])

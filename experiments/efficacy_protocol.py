@@ -61,6 +61,11 @@ def pooled_paired_change(before: Mapping[int, Mapping[str, float]],
     return asdict(paired_change(flat_before, flat_after))
 
 
+def mean_rate(per_task: Mapping[str, float]) -> float:
+    """The mean of per-task pass rates (task id -> rate): one run's pass rate over its tasks."""
+    return sum(per_task.values()) / len(per_task)
+
+
 def fmt_mean_se(stats: Mapping[str, float]) -> str:
     se = "n/a" if math.isnan(stats["se"]) else f"{stats['se']:.3f}"
     return f"{stats['mean']:.3f} ± {se}"

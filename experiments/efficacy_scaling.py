@@ -30,6 +30,7 @@ from efficacy_protocol import (
     fmt_change,
     fmt_mean_se,
     markdown_table,
+    mean_rate,
     over_seeds,
     pooled_paired_change,
     save_run,
@@ -178,13 +179,9 @@ def evaluate_test(cfg: ScalingConfig, cold: Mapping[int, list[Any]], depth: tupl
                           Path(cfg.out) / f"seed{seed}" / f"test_{algorithm}_{n_agents}.json", cfg.max_new_tokens)
             figures[method][seed] = budget_figures(trees, cfg.budgets)
             top = figures[method][seed][max(cfg.budgets)]
-            print(f"test seed {seed} {method}: pass@1 {_rate(top['pass@1']):.3f} pass@N {_rate(top['pass@n']):.3f} "
+            print(f"test seed {seed} {method}: pass@1 {mean_rate(top['pass@1']):.3f} pass@N {mean_rate(top['pass@n']):.3f} "
                   f"({time.perf_counter() - t0:.0f}s)", flush=True)
     return figures
-
-
-def _rate(per_task: Mapping[str, float]) -> float:
-    return sum(per_task.values()) / len(per_task)
 
 
 def summarise(figures: Mapping[str, Mapping[int, Any]], budgets: Sequence[int]) -> dict[str, Any]:
@@ -193,8 +190,8 @@ def summarise(figures: Mapping[str, Mapping[int, Any]], budgets: Sequence[int]) 
     for method, per_seed in figures.items():
         for k in budgets:
             for fig in ("pass@1", "pass@n"):
-                entry = over_seeds({s: _rate(per_seed[s][k][fig]) for s in per_seed})
-                entry["per_seed"] = {s: _rate(per_seed[s][k][fig]) for s in per_seed}
+                entry = over_seeds({s: mean_rate(per_seed[s][k][fig]) for s in per_seed})
+                entry["per_seed"] = {s: mean_rate(per_seed[s][k][fig]) for s in per_seed}
                 if method != BASELINE:
                     entry["change"] = pooled_paired_change({s: figures[BASELINE][s][k][fig] for s in per_seed},
                                                            {s: per_seed[s][k][fig] for s in per_seed})
