@@ -7,9 +7,11 @@ Protocol (experiments/efficacy_protocol.py): no setting is chosen here, every ar
 defaults (chosen in earlier studies, docs/results/corecode.md) plus `--set`; each seed has its own test
 tasks, evaluated once per arm after SFT and once after RL; figures are means over seeds with their SE,
 and every change is paired per task (the tasks of all seeds pooled). Each arm trains its own models from
-the same seed (the debugger arm's tokenizer also sees the debugger's cold-start text, so its planner and
-coder differ too). A finished run (its summary.json exists) is read back, not retrained, so a stopped
-study continues where it stopped; a half-finished one resumes from its latest checkpoint.
+the same seed, and both arms' tiny tokenizers are trained on the text of all three roles
+(`tokenizer_roles`), so that after SFT the two arms' planners and coders are the same models and the
+arms differ only by the debugger. A finished run (its summary.json exists) is read back, not retrained,
+so a stopped study continues where it stopped; a half-finished one resumes from its latest checkpoint.
+A run directory whose config.json holds other settings is refused, not read back.
 
     PYTHONPATH=. .venv/bin/python experiments/corecode_roles.py --seeds 0 1 2 --set '{"rl_steps": 100}'
 
@@ -20,6 +22,7 @@ This script does NOT add anything to train_corecode: every figure comes from its
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -42,9 +45,10 @@ from coral.config import from_mapping
 from coral.evaluation import task_pass_rates
 from coral.train.corecode import CoReCodeConfig, train_corecode
 
+ROLES = ["planner", "coder", "debugger"]
 ARMS: dict[str, dict[str, Any]] = {
-    "planner+coder": {"debug_rounds": 0, "train_roles": ["planner", "coder"]},
-    "planner+coder+debugger": {"debug_rounds": 1, "train_roles": ["planner", "coder", "debugger"]},
+    "planner+coder": {"debug_rounds": 0, "train_roles": ["planner", "coder"], "tokenizer_roles": ROLES},
+    "planner+coder+debugger": {"debug_rounds": 1, "train_roles": ROLES, "tokenizer_roles": ROLES},
 }
 EVALS = {"greedy": "", "sampled": "_sampled"}  # figure -> suffix of the eval_{sft,rl} directory
 
@@ -54,6 +58,7 @@ def run_arm(arm: str, seed: int, overrides: dict[str, Any], out: Path) -> dict[s
     out_dir = out / arm / f"seed{seed}"
     fields = {**overrides, **ARMS[arm], "seed": seed, "out_dir": str(out_dir), "n_fresh_tasks": 0}
     cfg = from_mapping(CoReCodeConfig, fields, "--set")
+    check_same_config(out_dir / "config.json", cfg)
     done = out_dir / "summary.json"
     summary = json.loads(done.read_text()) if done.is_file() else train_corecode(cfg, progress=False)
     rates, fix = {}, {}
@@ -66,6 +71,19 @@ def run_arm(arm: str, seed: int, overrides: dict[str, Any], out: Path) -> dict[s
         if "fix_rate" in ev:
             fix[when] = {"fix_rate": ev["fix_rate"], "debugged": ev["debugged"]}
     return {"rates": rates, "fix": fix, "wall_s": summary["wall_s"], "config": fields}
+
+
+def check_same_config(path: Path, cfg: CoReCodeConfig) -> None:
+    """Refuse to read back or resume a run directory made with other settings (tokenizer_roles None and the
+    chain's own roles are the same setting)."""
+    if not path.is_file():
+        return
+    saved = from_mapping(CoReCodeConfig, json.loads(path.read_text()), str(path))
+    a, b = (dataclasses.replace(c, tokenizer_roles=c.tokenizer_roles or c.chain_roles) for c in (saved, cfg))
+    differ = [f.name for f in dataclasses.fields(CoReCodeConfig) if getattr(a, f.name) != getattr(b, f.name)]
+    if differ:
+        raise ValueError(f"{path} was made with other settings ({', '.join(differ)}: "
+                         f"{getattr(a, differ[0])!r} there, {getattr(b, differ[0])!r} now); move that run directory away")
 
 
 def table(runs: dict[str, dict[int, dict[str, Any]]]) -> str:

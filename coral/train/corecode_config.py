@@ -46,6 +46,9 @@ class CoReCodeConfig:
     # share of the train split's skeletons kept out of SFT, on which RL alone trains (0: RL on SFT's tasks)
     rl_skeleton_fraction: float = 0.0
     model: str = "tiny"  # "tiny": two fresh tiny models with a tokenizer trained on the data; else a model path
+    # tiny models: the roles whose cold-start text trains the tokenizer (None: the chain's roles). Give every
+    # arm of a roles ablation all its roles, so that the arms' planners and coders are the same models
+    tokenizer_roles: tuple[str, ...] | None = None
     # LoRA rank of planner and coder as adapters on one shared frozen base (0: two separate models, every
     # weight trained). Alpha is twice the rank
     lora_rank: int = 0
@@ -132,12 +135,26 @@ def _check_roles(cfg: CoReCodeConfig) -> None:
     for role in cfg.train_roles:
         if role not in cfg.chain_roles:
             raise ValueError(f"field 'train_roles': {role!r} is not in the chain; set {switch[role]}")
+    _check_tokenizer_roles(cfg)
     # a group of one sample has advantage 0: the role would be "trained" without ever moving
     if "retriever" in cfg.train_roles and cfg.retrievals_per_task < 2:
         raise ValueError(f"field 'retrievals_per_task' must be >= 2 to train the retriever, got {cfg.retrievals_per_task}")
     if "debugger" in cfg.train_roles and cfg.debugger_group == "code" and cfg.rewrites_per_code < 2:
         raise ValueError("field 'rewrites_per_code' must be >= 2 to train the debugger with debugger_group 'code', "
                          f"got {cfg.rewrites_per_code}")
+
+
+def _check_tokenizer_roles(cfg: CoReCodeConfig) -> None:
+    if cfg.tokenizer_roles is None:
+        return
+    if cfg.model != "tiny":
+        raise ValueError(f"field 'tokenizer_roles' applies to model 'tiny' only (model {cfg.model!r} has its own tokenizer)")
+    unknown = set(cfg.tokenizer_roles) - set(ALL_ROLES)
+    if unknown:
+        raise ValueError(f"field 'tokenizer_roles': unknown role {sorted(unknown)[0]!r} ({', '.join(ALL_ROLES)})")
+    missing = [role for role in cfg.chain_roles if role not in cfg.tokenizer_roles]
+    if missing:
+        raise ValueError(f"field 'tokenizer_roles' must hold every role of the chain; {missing[0]!r} is missing")
 
 
 def _check_counts(cfg: CoReCodeConfig) -> None:

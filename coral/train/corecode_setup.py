@@ -19,23 +19,25 @@ from coral.train.corecode_config import CoReCodeConfig
 from coral.trajectory import Task
 
 
-def cold_start_data(cfg: CoReCodeConfig, tasks: Sequence[Task], sandbox: Any = None) -> dict[str, list[Any]]:
-    """Each chain role's SFT examples from `tasks` (the debugger's judge mutants in `sandbox`, or in one
-    opened for the call)."""
+def cold_start_data(cfg: CoReCodeConfig, tasks: Sequence[Task], sandbox: Any = None,
+                    roles: Sequence[str] | None = None) -> dict[str, list[Any]]:
+    """SFT examples of each of `roles` (default: the chain's) from `tasks` (the debugger's judge mutants in
+    `sandbox`, or in one opened for the call)."""
     from coral.train.corecode_data import cold_start_examples
 
-    return cold_start_examples(tasks, cfg.chain_roles, k=max(cfg.retrieved_examples, 1), seed=cfg.seed,
+    return cold_start_examples(tasks, cfg.chain_roles if roles is None else roles, k=max(cfg.retrieved_examples, 1), seed=cfg.seed,
                                mutants_per_task=cfg.sft_debug_mutants, sandbox=sandbox, workers=cfg.sandbox_workers)
 
 
 def build_policies(cfg: CoReCodeConfig, train: Sequence[Task], sandbox: Any = None) -> dict[str, Any]:
     """One policy per chain role (cfg.chain_roles): separate models, or with cfg.lora_rank LoRA adapters
-    on one shared base. A tiny model's tokenizer is trained on every role's cold-start text."""
+    on one shared base. A tiny model's tokenizer is trained on the cold-start text of cfg.tokenizer_roles
+    (default: every chain role)."""
     from coral.policy import load_policy, tiny_policy
 
     roles = list(cfg.chain_roles)
     if cfg.model == "tiny":
-        examples = [ex for exs in cold_start_data(cfg, train, sandbox).values() for ex in exs]
+        examples = [ex for exs in cold_start_data(cfg, train, sandbox, cfg.tokenizer_roles).values() for ex in exs]
         corpus = [m["content"] for ex in examples for m in ex.messages]
         corpus += [ex.completion for ex in examples]
 

@@ -31,3 +31,20 @@ def test_the_table_pairs_rl_with_sft_and_the_debugger_arm_with_planner_coder_on_
     assert "| pass@1 greedy | after SFT | +0.500 ± 0.289 (2↑ 0↓) | 2 |" in text
     assert "| sft | 0.375 ± 0.125 | 2 / 4 |" in text
     assert "sampled" not in text  # no sampled evaluations were given: no row for them
+
+
+def test_a_run_directory_made_with_other_settings_is_refused_and_the_default_tokenizer_roles_match(roles, tmp_path):
+    import json
+    from dataclasses import asdict
+
+    from coral.train.corecode import CoReCodeConfig
+
+    path = tmp_path / "config.json"
+    old = CoReCodeConfig(debug_rounds=1)  # tokenizer_roles None: the chain's roles, as before the field existed
+    path.write_text(json.dumps(asdict(old)))
+    roles.check_same_config(path, CoReCodeConfig(debug_rounds=1, tokenizer_roles=("planner", "coder", "debugger")))
+    with pytest.raises(ValueError, match=r"config.json was made with other settings \(tokenizer_roles: "
+                                         r"\('planner', 'coder'\) there"):
+        path.write_text(json.dumps(asdict(CoReCodeConfig())))
+        roles.check_same_config(path, CoReCodeConfig(tokenizer_roles=("planner", "coder", "debugger")))
+    roles.check_same_config(tmp_path / "absent.json", CoReCodeConfig())  # a new run: nothing to compare

@@ -2,6 +2,7 @@
 rate an evaluation with a debugger reports."""
 
 import pytest
+import torch
 
 from coral.benchmarks.procedural import make_tasks, parse_composition, skeleton
 from coral.evaluation import summarize_samples
@@ -77,3 +78,39 @@ def test_a_task_of_another_seed_with_the_same_id_gets_its_own_feedback_not_the_c
         (_, feedback), = fresh[task.id]
         # the feedback is on this task's own tests: none of the other seed's test inputs appear in it
         assert fresh[task.id] != cached[task.id] and not any(x.strip() in feedback for x in old_inputs)
+
+
+def test_arms_with_one_tokenizer_roles_share_the_planner_and_coder_and_the_default_arms_do_not():
+    """A roles ablation gives both arms tokenizer_roles = all its roles: the planner+coder arm's tiny planner
+    and coder are then the debugger arm's (same tokenizer, same initial weights). Without it the tokenizers
+    differ (each is trained on its own chain's text), which was the roles benchmark's confound."""
+    from coral.benchmarks.splits import build_tasks
+    from coral.train.corecode import CoReCodeConfig
+    from coral.train.corecode_setup import build_policies
+
+    small = dict(n_train_tasks=40, n_test_tasks=2, n_fresh_tasks=0, d_model=32, n_layers=1, sandbox_workers=1)
+    three = ("planner", "coder", "debugger")
+    debug = CoReCodeConfig(**small, debug_rounds=1)
+    train, _ = build_tasks(debug.splits)
+    ref = build_policies(debug, train)
+
+    def same(cfg):
+        pols = build_policies(cfg, train)
+        return [pols[r].tokenizer.get_vocab() == ref[r].tokenizer.get_vocab() and
+                all(torch.equal(a, b) for a, b in zip(pols[r].model.state_dict().values(),
+                                                       ref[r].model.state_dict().values(), strict=True))
+                for r in ("planner", "coder")]
+
+    assert same(CoReCodeConfig(**small, tokenizer_roles=three)) == [True, True]
+    assert same(CoReCodeConfig(**small)) == [False, False]
+
+
+def test_tokenizer_roles_must_cover_the_chain_and_apply_to_tiny_models_only():
+    from coral.train.corecode import CoReCodeConfig
+
+    with pytest.raises(ValueError, match="'tokenizer_roles' must hold every role of the chain; 'debugger' is missing"):
+        CoReCodeConfig(debug_rounds=1, tokenizer_roles=("planner", "coder"))
+    with pytest.raises(ValueError, match="unknown role 'critic'"):
+        CoReCodeConfig(tokenizer_roles=("planner", "coder", "critic"))
+    with pytest.raises(ValueError, match="applies to model 'tiny' only"):
+        CoReCodeConfig(model="smollm2", tokenizer_roles=("planner", "coder"))
