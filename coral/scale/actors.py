@@ -162,6 +162,10 @@ class ActorGroup:
         on its replacement."""
         return self.map(method, [arg] * len(self.actors))
 
+    def nodes(self) -> list[str]:
+        """The Ray node id of each actor, in actor order (its class must define `node`)."""
+        return self.map("node", [None] * len(self.actors))
+
     def close(self) -> None:
         """Kill the actors and wait (up to ROOM_WAIT_S) until Ray has given their CPUs and GPUs back, so
         that a group built right after this one sees them free (Ray frees them a moment after `kill`)."""

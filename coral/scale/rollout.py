@@ -49,6 +49,10 @@ class RolloutWorker:
         name, requests = shard
         return self.policies[name].generate(requests)
 
+    def node(self, _: Any = None) -> str:
+        """The id of the Ray node this actor runs on."""
+        return import_ray().get_runtime_context().get_node_id()
+
     def load_tensors(self, push: tuple[str, Mapping[str, Any]]) -> int:
         """Copy named tensors into one replica's weights; returns how many were loaded."""
         name, tensors = push

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coral.scale.actors import ActorGroup, split
+from coral.scale.actors import ActorGroup, import_ray, split
 from coral.trajectory import ExecutionResult, TestCase
 
 SANDBOX_FIELDS = ("workers", "timeout_s", "memory_mb", "cache", "allow_subprocess", "require_isolation")
@@ -36,6 +36,10 @@ class SandboxWorker:
 
     def isolation(self, _: Any = None) -> str:
         return self.sandbox.isolation
+
+    def node(self, _: Any = None) -> str:
+        """The id of the Ray node this actor runs on."""
+        return import_ray().get_runtime_context().get_node_id()
 
 
 class RaySandbox:
