@@ -50,12 +50,15 @@ def reproduce(pipeline: str, args: argparse.Namespace) -> tuple[Path, dict, floa
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default=DEMO_MODEL)
-    ap.add_argument("--judge-model", default=None)
+    ap.add_argument("--model", default=DEMO_MODEL,
+                    help="the agents' model: a load_policy spec (smollm2, a directory, openai:URL#model) or scripted-demo")
+    ap.add_argument("--judge-model", default=None, help="the judges' model (default: --model)")
     ap.add_argument("--n", type=int, default=4, help="judge samples per protocol")
-    ap.add_argument("--max-new-tokens", type=int, default=2048)
-    ap.add_argument("--step-multiplier", type=float, default=1.0)
-    ap.add_argument("--out-dir", type=Path, default=Path("runs/hiras_vs_papercoder"))
+    ap.add_argument("--max-new-tokens", type=int, default=2048, help="longest reply of any agent or judge, in tokens")
+    ap.add_argument("--step-multiplier", type=float, default=1.0,
+                    help="scales every HiRAS agent's step budget (32/16/10/16/32/32)")
+    ap.add_argument("--out-dir", type=Path, default=Path("runs/hiras_vs_papercoder"),
+                    help="run directories of both pipelines (replaced on each run)")
     args = ap.parse_args()
     judge_spec = args.judge_model or args.model
     judge = (ScriptedPolicy([json.dumps({"critique_list": [], "score": 3})]) if judge_spec == DEMO_MODEL

@@ -22,10 +22,11 @@ from coral.workflows.chain import ChainConfig, run_chain
 
 @dataclass(frozen=True)
 class EvalConfig:
-    bench: str = "procedural-test"  # benchmark name or a JSONL/parquet file of tasks
+    # benchmark name or a JSONL/parquet file of tasks (None: procedural-test; with workflow recursive /
+    # text-mas: the RecursiveMAS run's own records)
+    bench: str | None = None
     # single: coder alone; chain: planner -> coder; recursive / text-mas: a RecursiveMAS run's agents
-    # (latent_run_dir) in latent space / exchanging text, on that run's records, or on `bench` when it is
-    # not the default (model unused)
+    # (latent_run_dir) in latent space / exchanging text, on that run's records or on `bench` (model unused)
     workflow: Literal["single", "chain", "recursive", "text-mas"] = "chain"
     model: str = "tiny"  # the coder's model: tiny, a model directory, scripted:FILE, openai:URL[#model], vllm:NAME
     planner_model: str | None = None  # default: the coder's model (one shared policy)
@@ -45,6 +46,11 @@ class EvalConfig:
     latent_run_dir: str | None = None  # recursive / text-mas: run directory of `coral train` (recipe recursivemas)
     latent_rounds: int = 0  # recursive / text-mas: rounds R (0: the run's own)
     latent_split: Literal["train", "test"] = "test"  # recursive / text-mas: which records of the run
+
+    @property
+    def bench_name(self) -> str:
+        """The benchmark of the single and chain workflows: `bench`, or procedural-test when none is given."""
+        return self.bench or "procedural-test"
 
     def __post_init__(self) -> None:
         if self.samples_per_task < 1:
@@ -139,10 +145,10 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
 
     if cfg.workflow in LATENT_WORKFLOWS:
         return run_latent_eval(cfg)
-    tasks = list(tasks) if tasks is not None else load_benchmark(cfg.bench, limit=cfg.limit, seed=cfg.seed)
+    tasks = list(tasks) if tasks is not None else load_benchmark(cfg.bench_name, limit=cfg.limit, seed=cfg.seed)
     if not tasks:
-        raise UserInputError(f"benchmark {cfg.bench!r} has no tasks")
-    _check_unique_ids(tasks, cfg.bench)
+        raise UserInputError(f"benchmark {cfg.bench_name!r} has no tasks")
+    _check_unique_ids(tasks, cfg.bench_name)
     agents = agents or build_agents(cfg)
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -195,10 +201,9 @@ def run_latent_eval(cfg: EvalConfig) -> dict[str, float]:
         raise UserInputError(f"workflow {cfg.workflow!r} needs field 'latent_run_dir' (a run of `coral train` "
                              f"with recipe recursivemas)")
     out_dir = Path(cfg.out_dir)
-    # the default bench means the run's own records; any other bench (humaneval) is evaluated instead
-    bench = None if cfg.bench == EvalConfig.bench else cfg.bench
+    # no bench: the run's own records; a bench given (humaneval, procedural-test) is evaluated instead
     summary = eval_run(cfg.latent_run_dir, cfg.workflow, cfg.latent_rounds or None, cfg.latent_split,
-                       samples_path=out_dir / "samples.jsonl", bench=bench, limit=cfg.limit)
+                       samples_path=out_dir / "samples.jsonl", bench=cfg.bench, limit=cfg.limit)
     n = len((out_dir / "samples.jsonl").read_text().splitlines())
     # wall_s: the workflows' own time (loading the agents and judging answers are not part of it)
     summary = {"samples": float(n), **summary, "decoded_tokens": summary["decoded_tokens_per_sample"] * n,
@@ -230,7 +235,7 @@ class _progress:
         self.bar = Progress(TextColumn("[bold]eval[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
                             TextColumn("pass {task.fields[rate]:.3f}"), TimeElapsedColumn())
         self.bar.start()
-        self.task = self.bar.add_task(f"{self.cfg.workflow} on {self.cfg.bench}", total=self.total, rate=0.0)
+        self.task = self.bar.add_task(f"{self.cfg.workflow} on {self.cfg.bench_name}", total=self.total, rate=0.0)
         return lambda n, rate: self.bar.update(self.task, advance=n, rate=rate)
 
     def __exit__(self, *exc):
@@ -243,7 +248,7 @@ def print_summary(summary: dict[str, float], cfg: EvalConfig) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"coral eval: {cfg.workflow} / {cfg.bench} / {cfg.model}")
+    table = Table(title=f"coral eval: {cfg.workflow} / {cfg.bench_name} / {cfg.model}")
     for key in summary:
         table.add_column(key, justify="right")
     table.add_row(*[f"{v:.3f}" if isinstance(v, float) and not v.is_integer() else f"{v:g}"

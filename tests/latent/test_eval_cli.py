@@ -68,6 +68,16 @@ def test_coral_eval_of_a_latent_run_on_humaneval_judges_its_first_tasks(run_dir,
     assert all(s["correct"] is False for s in samples)  # 4 tokens of an untrained tiny agent: no code
 
 
+def test_a_bench_given_by_name_is_evaluated_even_when_it_is_the_chain_workflows_default(run_dir, tmp_path):
+    """`--bench procedural-test` used to mean "no bench" (it is the chain's default) and the run's own
+    records were evaluated instead."""
+    out = tmp_path / "eval"
+    assert main(["eval", "--workflow", "recursive", "--latent-run-dir", str(run_dir), "--bench", "procedural-test",
+                 "--limit", "2", "--out-dir", str(out), "--no-progress"]) == 0
+    ids = [json.loads(line)["id"] for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert len(ids) == 2 and all(i.startswith("procedural") for i in ids), ids
+
+
 def test_coral_eval_names_the_missing_run_directory(tmp_path, capsys):
     assert main(["eval", "--workflow", "recursive", "--out-dir", str(tmp_path)]) == 2
     assert "latent_run_dir" in capsys.readouterr().err
