@@ -1,5 +1,8 @@
 """Study C of issue #24: the CoRe-Code ablation (SFT only, coder RL only, planner RL only, both) and
-CoRe-Code against single-coder GRPO given the same number of sampled codes per task, over seeds.
+CoRe-Code against single-coder GRPO given the same number of sampled codes per task, over seeds. With
+`corecode_roles` holding a retriever and/or a debugger (issue #25), the ablation is each role's RL alone,
+every role's but one, and all roles; the single coder then gets the coder's codes per task only (the
+debugger's rewrites are extra samples CoRe-Code draws).
 
 Each ablation run is `train_corecode` at the recipe's defaults with `train_roles` set (no tuning: the
 defaults come from earlier studies, docs/results/corecode.md); its own evaluation after SFT is the
@@ -28,19 +31,22 @@ from efficacy_protocol import (
     save_run,
     write_section,
 )
-from efficacy_training import CORECODE_VARIANTS, TrainingStudyConfig, run_analysis, run_dir
+from efficacy_training import TrainingStudyConfig, corecode_variants, run_analysis, run_dir
 
 SINGLE = "single-coder GRPO"
 
 
 def corecode_config(cfg: TrainingStudyConfig, seed: int, name: str) -> Any:
-    """The ablation run's CoReCodeConfig: the study's shared fields over `cfg.corecode`, roles from `name`."""
+    """The ablation run's CoReCodeConfig: the study's shared fields over `cfg.corecode`, the chain of
+    `cfg.corecode_roles` (one debug round, one retrieved example, unless `cfg.corecode` says otherwise),
+    trained roles from `name`. Every variant of a seed has the same chain, so the same tokenizer and SFT."""
     from coral.config import from_mapping
     from coral.train.corecode import CoReCodeConfig
 
-    fields = {"n_fresh_tasks": 0, **cfg.corecode, "seed": seed, "rl_steps": cfg.rl_steps, "n_test_tasks": cfg.n_test_tasks,
+    chain = {"debug_rounds": int("debugger" in cfg.corecode_roles), "retrieved_examples": int("retriever" in cfg.corecode_roles)}
+    fields = {"n_fresh_tasks": 0, **chain, **cfg.corecode, "seed": seed, "rl_steps": cfg.rl_steps, "n_test_tasks": cfg.n_test_tasks,
               "tasks_per_step": cfg.tasks_per_step, "eval_samples_per_task": cfg.eval_samples_per_task,
-              "train_roles": list(CORECODE_VARIANTS[name]), "out_dir": run_dir(cfg, "corecode", seed, name)}
+              "train_roles": list(corecode_variants(cfg.corecode_roles)[name]), "out_dir": run_dir(cfg, "corecode", seed, name)}
     ccfg = from_mapping(CoReCodeConfig, fields, "--set corecode")
     return replace(ccfg, sft=replace(ccfg.sft, epochs=cfg.sft_epochs))
 
@@ -99,11 +105,11 @@ def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
 
     per_seed: dict[int, dict[str, Any]] = {}
     for seed in cfg.seeds:
-        runs = {name: _corecode_run(cfg, seed, name) for name in CORECODE_VARIANTS}
+        runs = {name: _corecode_run(cfg, seed, name) for name in corecode_variants(cfg.corecode_roles)}
         with Sandbox(workers=2) as sandbox:
-            runs[SINGLE] = _single_coder(cfg, seed, corecode_config(cfg, seed, "both (CoRe-Code)"), sandbox)
+            runs[SINGLE] = _single_coder(cfg, seed, corecode_config(cfg, seed, full_variant(cfg)), sandbox)
         per_seed[seed] = runs
-    table = _corecode_rows(per_seed)
+    table = _corecode_rows(per_seed, full_variant(cfg))
     save_run(Path(cfg.out) / "corecode" / "results.json", asdict(cfg), {"per_seed": per_seed})
     head = (f"Seeds {list(cfg.seeds)}, {cfg.n_test_tasks} test tasks each, {cfg.rl_steps} RL steps, sampled pass@1 from "
             f"{cfg.eval_samples_per_task} samples per task at the RL temperature; CoRe-Code at its defaults.\n\n")
@@ -111,7 +117,12 @@ def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
     return {"per_seed": per_seed}
 
 
-def _corecode_rows(per_seed: dict[int, dict[str, Any]]) -> str:
+def full_variant(cfg: TrainingStudyConfig) -> str:
+    """The variant that trains every role of the chain: CoRe-Code itself."""
+    return list(corecode_variants(cfg.corecode_roles))[-1]
+
+
+def _corecode_rows(per_seed: dict[int, dict[str, Any]], both: str) -> str:
     seeds = sorted(per_seed)
     rows = []
     for name in per_seed[seeds[0]]:
@@ -123,7 +134,6 @@ def _corecode_rows(per_seed: dict[int, dict[str, Any]]) -> str:
                      fmt_change(pooled_paired_change(before, after)),
                      f"{sum(x['reward_first'] for x in a) / len(a):.3f} → {sum(x['reward_last'] for x in a) / len(a):.3f}",
                      f"{sum(x['zero_advantage_turns'] for x in a) / len(a):.2f}"])
-    both = "both (CoRe-Code)"
     vs = pooled_paired_change({s: per_seed[s][SINGLE]["rl"] for s in seeds}, {s: per_seed[s][both]["rl"] for s in seeds})
     return (markdown_table(["variant", "SFT only (its own cold start)", "after RL", "change (paired, pooled over seeds)",
                             "train reward first → last 3 steps", "zero-advantage turns"], rows)

@@ -42,6 +42,20 @@ MARS2_VARIANTS = {  # name -> MARS2Config overrides
     "MARS2 + shaping": dict(algorithm="abmcts", shaping=True),
 }
 CORECODE_VARIANTS = {"coder RL only": ("coder",), "planner RL only": ("planner",), "both (CoRe-Code)": ("planner", "coder")}
+CORECODE_ROLES = ("retriever", "planner", "coder", "debugger")
+
+
+def corecode_variants(roles: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Study C's runs for a chain of `roles`: each role's RL alone, every role but one, and all roles (the
+    last is CoRe-Code). For planner and coder alone: CORECODE_VARIANTS, whose 'all but' runs are the
+    'only' ones."""
+    roles = tuple(r for r in CORECODE_ROLES if r in roles)
+    if roles == ("planner", "coder"):
+        return dict(CORECODE_VARIANTS)
+    out = {f"{r} RL only": (r,) for r in roles}
+    out.update({f"all but {r} RL": tuple(x for x in roles if x != r) for r in roles})
+    out["all roles RL (CoRe-Code)"] = roles
+    return out
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,8 @@ class TrainingStudyConfig:
     # C: further CoReCodeConfig fields of every ablation run (e.g. {"n_train_tasks": 2000}); the single coder
     # takes n_train_tasks, max_new_tokens and plans x codes from the same resolved config
     corecode: dict[str, Any] = field(default_factory=dict)
+    # C: the chain's roles (planner and coder, plus retriever and/or debugger); each role's RL on and off
+    corecode_roles: tuple[str, ...] = ("planner", "coder")
     eval_samples_per_task: int = 4  # C: samples per test task for sampled pass@1
     out: str = "runs/efficacy"
     cold_cache: str = "runs/efficacy_cold"
@@ -71,6 +87,10 @@ class TrainingStudyConfig:
             raise ValueError(f"field 'lrs' must be positive learning rates, got {self.lrs}")
         if self.rl_steps < 1:
             raise ValueError(f"field 'rl_steps' must be >= 1, got {self.rl_steps}")
+        unknown = sorted(set(self.corecode_roles) - set(CORECODE_ROLES))
+        if unknown or not {"planner", "coder"} <= set(self.corecode_roles):
+            raise ValueError(f"field 'corecode_roles' must hold planner and coder and only {CORECODE_ROLES}, "
+                             f"got {self.corecode_roles}")
 
 
 def run_analysis(metrics_jsonl: Path, window: int = 3) -> dict[str, float]:

@@ -106,3 +106,20 @@ def test_a_corecode_field_the_recipe_does_not_know_is_named(training, load_exper
     cfg = training.TrainingStudyConfig(corecode={"plans_per_tsk": 2})
     with pytest.raises(UserInputError, match="plans_per_tsk"):
         load_experiment("efficacy_corecode").corecode_config(cfg, 0, "coder RL only")
+
+
+def test_study_c_with_a_debugger_turns_each_roles_rl_on_and_off_on_one_chain(training, load_experiment):
+    variants = training.corecode_variants(("debugger", "coder", "planner"))
+    assert variants == {"planner RL only": ("planner",), "coder RL only": ("coder",), "debugger RL only": ("debugger",),
+                        "all but planner RL": ("coder", "debugger"), "all but coder RL": ("planner", "debugger"),
+                        "all but debugger RL": ("planner", "coder"),
+                        "all roles RL (CoRe-Code)": ("planner", "coder", "debugger")}
+    assert training.corecode_variants(("planner", "coder")) == training.CORECODE_VARIANTS
+    corecode = load_experiment("efficacy_corecode")
+    cfg = training.TrainingStudyConfig(corecode_roles=("planner", "coder", "debugger"))
+    configs = {name: corecode.corecode_config(cfg, 0, name) for name in variants}
+    assert {c.chain_roles for c in configs.values()} == {("planner", "coder", "debugger")}  # one chain, one SFT
+    assert configs["debugger RL only"].train_roles == ("debugger",)
+    assert corecode.full_variant(cfg) == "all roles RL (CoRe-Code)"
+    with pytest.raises(ValueError, match="field 'corecode_roles' must hold planner and coder"):
+        training.TrainingStudyConfig(corecode_roles=("coder", "debugger"))
