@@ -32,7 +32,7 @@ from coral.latent.patterns import get_pattern
 from coral.latent.system import RecursiveMAS
 from coral.latent.tools import SandboxTool
 from coral.latent.train import TrainState, load_links, new_state, restore, train_links
-from coral.train.loop import Run
+from coral.train.loop import Run, check_resumable_config
 from coral.train.loop import new_state as new_trainer_state
 
 CONFIG_FILE = "config.json"
@@ -71,26 +71,13 @@ def build_system(cfg: RecursiveMASConfig, agents: dict[str, Any], tool: Any = No
                         gradient_checkpointing=cfg.outer.gradient_checkpointing, link_init=cfg.link_init)
 
 
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {prefix + key: value})
-    return out
-
-
 def check_resumable(cfg: RecursiveMASConfig, run: Run) -> None:
     """Refuse to resume a checkpointed run in cfg.out_dir that another config wrote, naming the field."""
     if (run.out / "state.pt").is_file():  # the recipe's own checkpoint before the shared run loop
         raise UserInputError(f"{run.out / 'state.pt'}: a run of an older coral (links in state.pt, not ckpt/); "
                              "it cannot be resumed: use another out_dir")
-    path = run.out / CONFIG_FILE
-    if run.latest() is None or not path.is_file():
-        return
-    mine, theirs = _flat(json.loads(json.dumps(asdict(cfg)))), _flat(json.loads(path.read_text()))
-    diff = sorted(k for k in mine.keys() | theirs.keys() if k not in RESUMABLE_CHANGES and mine.get(k) != theirs.get(k))
-    if diff:
-        raise UserInputError(f"{path}: the run was written with another config (field {diff[0]!r}: "
-                             f"{theirs.get(diff[0])!r}, now {mine.get(diff[0])!r}); use another out_dir or resume: false")
+    if run.latest() is not None:
+        check_resumable_config(run.out / CONFIG_FILE, cfg, RESUMABLE_CHANGES)
 
 
 def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[str, float]:

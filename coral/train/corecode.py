@@ -34,7 +34,7 @@ from coral.config import UserInputError
 from coral.sandbox.protocol import SandboxProtocol
 from coral.scale import ScaleOut
 from coral.train.checkpoints import TrainedAgent
-from coral.train.corecode_config import CoReCodeConfig
+from coral.train.corecode_config import RESUMABLE_CHANGES, CoReCodeConfig
 from coral.train.corecode_eval import EvalSet, eval_sets, evaluate_sets, fmt_change, paired_change_between
 from coral.train.corecode_setup import (
     build_policies,
@@ -64,7 +64,7 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True, reward_fn: Reward
 
     say = functools.partial(_say, progress)
     reward_fn = reward_fn or CodeReward(cfg.correctness, cfg.efficiency_weight)
-    run = Run(cfg.out_dir, cfg, start_over=not cfg.resume)
+    run = Run(cfg.out_dir, cfg, start_over=not cfg.resume, may_change=RESUMABLE_CHANGES)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     t_start = time.perf_counter()

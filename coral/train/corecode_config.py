@@ -17,6 +17,10 @@ from coral.workflows.chain import ChainConfig
 
 ROLES = ("planner", "coder")  # the chain's roles by default, and the default train_roles
 ALL_ROLES = ("retriever", "planner", "coder", "debugger")  # retriever with retrieved_examples > 0, debugger with debug_rounds > 0
+# fields a resumed run may change (more RL steps, worker counts, evaluation-only settings, which the resume
+# checks against the figures after SFT); any other change is refused
+RESUMABLE_CHANGES = ("out_dir", "resume", "rl_steps", "checkpoint_every_steps", "sandbox_workers", "ray_address",
+                     "sft_processes", "eval_batch_samples", "eval_samples_per_task", "n_fresh_tasks")
 
 
 def _default_sft() -> SFTConfig:

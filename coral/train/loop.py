@@ -103,14 +103,19 @@ class DataCursor:
 class Run:
     """One run directory: config.json, metrics.jsonl and tb/, checkpoints under ckpt/ (atomic, newest two
     kept). `restore` reads the latest checkpoint into the agents; `save` writes one. `start_over` deletes
-    the checkpoints an earlier run left (a recipe's `resume: false`)."""
+    the checkpoints an earlier run left (a recipe's `resume: false`). With `may_change` (dotted field
+    names), a run that has a checkpoint is resumed only under the config of its config.json, up to those
+    fields (check_resumable_config)."""
 
-    def __init__(self, out_dir: str | Path, config: Any = None, start_over: bool = False):
+    def __init__(self, out_dir: str | Path, config: Any = None, start_over: bool = False,
+                 may_change: Sequence[str] | None = None):
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.ckpt_root = self.out / "ckpt"
         if start_over:
             shutil.rmtree(self.ckpt_root, ignore_errors=True)
+        if config is not None and may_change is not None and self.latest() is not None:
+            check_resumable_config(self.out / "config.json", config, may_change)
         if config is not None:
             data = asdict(config) if is_dataclass(config) else dict(config)
             (self.out / "config.json").write_text(json.dumps(data, indent=2))
@@ -126,6 +131,31 @@ class Run:
 
     def save(self, agents: Mapping[str, TrainedAgent], state: dict[str, Any]) -> Path:
         return save_checkpoint(self.ckpt_root, int(state["step"]), dict(agents), state)
+
+
+def check_resumable_config(path: Path, config: Any, may_change: Sequence[str]) -> None:
+    """Refuse (UserInputError naming the field, both values and the file) to resume a run whose `path`
+    (config.json) differs from `config` in a field outside `may_change`: a run resumed under other
+    settings would mix two runs in one set of figures. Fields on one side only (added or removed by
+    another coral version) are not compared; a missing `path` has nothing to compare."""
+    from coral.config import UserInputError
+
+    if not path.is_file():
+        return
+    mine = _flat(json.loads(json.dumps(asdict(config) if is_dataclass(config) else dict(config))))
+    theirs = _flat(json.loads(path.read_text()))
+    diff = sorted(k for k in mine.keys() & theirs.keys() if k not in may_change and mine[k] != theirs[k])
+    if diff:
+        raise UserInputError(f"{path}: the run was written with another config (field {diff[0]!r}: "
+                             f"{theirs[diff[0]]!r}, now {mine[diff[0]]!r}); use another out_dir or resume: false")
+
+
+def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as one mapping of dotted names."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, Mapping) else {prefix + key: value})
+    return out
 
 
 def new_state(**extra: Any) -> dict[str, Any]:

@@ -47,6 +47,11 @@ def _default_rl() -> GRPOConfig:
     return GRPOConfig(lr=5e-5)
 
 
+# fields a resumed run may change (more RL steps, other worker counts); any other change is refused
+RESUMABLE_CHANGES = ("out_dir", "resume", "rl_steps", "checkpoint_every_steps", "sandbox_workers", "ray_address",
+                     "sft_processes")
+
+
 @dataclass(frozen=True)
 class MARS2Config:
     seed: int = 0  # base seed of tasks, models, data order, search and sampling
@@ -260,7 +265,7 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
     from coral.scale import ScaleOut
     from coral.train.grpo import AgentLearner
 
-    run = Run(cfg.out_dir, cfg, start_over=not cfg.resume)
+    run = Run(cfg.out_dir, cfg, start_over=not cfg.resume, may_change=RESUMABLE_CHANGES)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     train, test = tasks or build_tasks(cfg.splits)

@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -446,3 +447,15 @@ def test_a_custom_reward_function_changes_the_rewards_a_tiny_run_logs(tmp_path):
     assert [(m["coder/reward"], m["planner/reward"]) for m in metrics] == [(0.25, 0.25), (0.25, 0.25)]
     per_step = cfg.tasks_per_step * cfg.plans_per_task * cfg.codes_per_plan
     assert len(seen) == 2 * per_step and all(ref is None for _, ref in seen)  # no efficiency term: no reference run
+
+
+def test_a_checkpointed_run_refuses_to_resume_under_another_training_setting(tmp_path):
+    from coral.config import UserInputError
+    from coral.train.corecode import train_corecode
+    from coral.train.loop import Run
+
+    cfg = CoReCodeConfig(**{**SMALL, "out_dir": str(tmp_path / "run")})
+    (tmp_path / "run").mkdir()
+    Run(cfg.out_dir, cfg).save({}, {"step": 1, "position": 0, "metrics": []})  # as if step 1 were checkpointed
+    with pytest.raises(UserInputError, match=r"field 'rl.lr': 0.0001, now 0.0003"):
+        train_corecode(replace(cfg, rl=replace(cfg.rl, lr=3e-4)), progress=False)

@@ -99,3 +99,21 @@ def test_the_metrics_log_drops_steps_logged_after_the_last_checkpoint(tmp_path):
     MetricsLog(tmp_path, log.history[:2])  # a resumed run starts from its checkpoint's history
     assert [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     assert any((tmp_path / "tb").iterdir())  # TensorBoard events beside the JSONL
+
+
+def test_a_checkpointed_run_resumes_only_under_its_own_config_up_to_the_fields_that_may_change(tmp_path):
+    from coral.config import UserInputError
+
+    config = {"steps": 4, "rl": {"lr": 1e-4, "loss": {"beta_kl": 0.0}}, "workers": 2}
+    _toy_run(tmp_path, steps=2)  # a checkpoint at step 2
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    may = ("steps", "workers")
+    Run(tmp_path, {**config, "steps": 8, "workers": 4}, may_change=may)  # more steps, other workers: fine
+    with pytest.raises(UserInputError, match=r"config.json: the run was written with another config "
+                                             r"\(field 'rl.lr': 0.0001, now 0.0003\)"):
+        Run(tmp_path, {**config, "rl": {"lr": 3e-4, "loss": {"beta_kl": 0.0}}}, may_change=may)
+    with pytest.raises(UserInputError, match="field 'rl.loss.beta_kl'"):
+        Run(tmp_path, {**config, "rl": {"lr": 1e-4, "loss": {"beta_kl": 0.1}}}, may_change=may)
+    Run(tmp_path, {**config, "added_later": 1}, may_change=may)  # a field one coral version lacks: not compared
+    Run(tmp_path, {"steps": 1}, start_over=True, may_change=may)  # starting over: nothing is resumed
+    assert json.loads((tmp_path / "config.json").read_text()) == {"steps": 1}
