@@ -3,7 +3,8 @@
 Both pipelines run with the same --model (any load_policy spec, or `scripted-demo`: the fixture's
 scripted agents) into fresh run dirs under --out-dir; each resulting repository is then run once
 in the sandbox (`python main.py`) and judged by ref-free, ref-based (gold: the fixture's reference
-implementation) and P2C-Ex with --judge-model (default: --model), --n samples each. The gold
+implementation) and P2C-Ex with --judge-model (default: --model), --n samples each (every judgement,
+with the reason each dropped sample was dropped, goes to --out-dir/judges.json). The gold
 repository is judged too, as a check of the judge. With `scripted-demo` the judge is a scripted
 policy answering a fixed score of 3 and its scores measure nothing but the plumbing; tokens of
 scripted models are characters / 4.
@@ -64,7 +65,7 @@ def main() -> None:
     judge = (ScriptedPolicy([json.dumps({"critique_list": [], "score": 3})]) if judge_spec == DEMO_MODEL
              else policy_for(judge_spec, "judge"))
     paper = load_paper(FIXTURE_PAPER)
-    rows = {}
+    rows, judged = {}, {}
     with Sandbox(workers=1, allow_subprocess=True, cache=False) as sandbox:
         for pipeline in ("hiras", "papercoder", "gold"):
             repo, status, wall_s = ((FIXTURE_REFERENCE, {"status": "reference"}, 0.0) if pipeline == "gold"
@@ -82,6 +83,7 @@ def main() -> None:
                 except Exception as exc:  # e.g. a prompt longer than the model's context: shown, not hidden
                     scores[protocol] = f"crashed: {type(exc).__name__}: {exc}"[:60]
                     continue
+                judged[f"{pipeline}/{protocol}"] = result.to_dict()
                 judge_tokens += sum(result.usage.values())
                 scores[protocol] = "none valid" if result.score is None else f"{result.score:.2f} ({result.valid_n}/{result.n})"
             tokens = status.get("usage", {}).get("total", {})
@@ -90,6 +92,8 @@ def main() -> None:
                               f"{wall_s:.2f}", *scores.values(), str(judge_tokens)]
     header = ["pipeline", "status", "files", "main.py exit", "tokens (prompt+completion)", "wall s",
               *PROTOCOLS, "judge tokens"]
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "judges.json").write_text(json.dumps(judged, indent=1))  # scores, critiques, why samples were dropped
     print(f"model {args.model}, judge {judge_spec}, n {args.n}, paper {FIXTURE_PAPER.name}")
     print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
     for name, row in rows.items():

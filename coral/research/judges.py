@@ -20,6 +20,7 @@ judgements.
 from __future__ import annotations
 
 import ast
+import hashlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from coral.policy.base import GenerationRequest, Policy, SamplingParams, user
 from coral.research.paper import Paper
 from coral.research.parsing import first_json_object, loads_lenient, strip_think
 from coral.research.workspace import file_tree, repo_files
+from coral.seeding import sampling_seed
 
 PROTOCOLS = ("ref-free", "ref-based", "p2c-ex")
 
@@ -177,8 +179,12 @@ def judge_repo(repo_dir: str | Path, paper: Paper, policy: Policy, protocol: str
             return JudgeResult(protocol, 1.0, 0, 0, files=list(files),
                                verification="no executable code: scored 1 without sampling\n" + verification)
     prompt = build_prompt(protocol, paper, files, gold, verification)
-    requests = [GenerationRequest(user(prompt), SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature,
-                                                               seed=seed + i)) for i in range(n)]
+    # sample i's stream: the base seed, the protocol, the prompt's content and i (a repo judged again gets the
+    # same samples; two repos or protocols never share a stream)
+    digest = hashlib.sha256(prompt.encode()).hexdigest()[:16]
+    requests = [GenerationRequest(user(prompt), SamplingParams(
+        max_new_tokens=max_new_tokens, temperature=temperature,
+        seed=sampling_seed(seed, 0, f"judge/{protocol}", f"{digest}/{i}"))) for i in range(n)]
     completions = policy.generate(requests)
     result = aggregate([c.text for c in completions], protocol, list(files))
     result.verification = verification

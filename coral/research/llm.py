@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from coral.policy.base import GenerationRequest, Message, Policy, SamplingParams
+from coral.seeding import sampling_seed
 
 
 @dataclass
@@ -56,19 +57,24 @@ def priced(totals: dict[str, dict], prices: Prices | None) -> dict[str, dict]:
 
 
 class Ledger:
-    """Counts tokens per agent name and appends each call to that agent's log file."""
+    """Counts tokens per agent name and appends each call to that agent's log file. Call k of an agent
+    samples (at temperature > 0) from its own stream, sampling_seed(seed, 0, agent, k)."""
 
-    def __init__(self, log_dir: str | Path | None = None, max_new_tokens: int = 2048, temperature: float = 0.0) -> None:
+    def __init__(self, log_dir: str | Path | None = None, max_new_tokens: int = 2048, temperature: float = 0.0,
+                 seed: int = 0) -> None:
         self.log_dir = Path(log_dir) if log_dir is not None else None
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
         self.sampling = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature)
+        self.seed = seed
         self.usage: dict[str, Usage] = {}
 
     def chat(self, policy: Policy, agent: str, messages: Sequence[Message]) -> tuple[str, Usage]:
         """The reply of `policy` to `messages`, with the usage of this one call."""
         start = time.perf_counter()
-        completion = policy.generate([GenerationRequest(tuple(messages), self.sampling)])[0]
+        call = self.usage[agent].calls if agent in self.usage else 0
+        sampling = replace(self.sampling, seed=sampling_seed(self.seed, 0, agent, call))
+        completion = policy.generate([GenerationRequest(tuple(messages), sampling)])[0]
         used = Usage(1, completion.usage.get("prompt_tokens", len(completion.prompt_ids)),
                      completion.usage.get("completion_tokens", len(completion.completion_ids)),
                      round(time.perf_counter() - start, 4))

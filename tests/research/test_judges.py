@@ -82,3 +82,44 @@ def test_p2c_ex_scores_empty_or_config_only_repositories_1_without_asking(tmp_pa
 def test_judge_of_a_missing_repository_names_it(tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere: no such directory"):
         judge_repo(tmp_path / "nowhere", load_paper(FIXTURE_PAPER), ScriptedPolicy(["x"]), "ref-free")
+
+
+class SeedRecorder:
+    """A policy that answers a fixed judgement and records each request's seed."""
+
+    def __init__(self):
+        self.seeds = []
+
+    def generate(self, requests):
+        from coral.policy.base import Completion
+
+        self.seeds += [r.sampling.seed for r in requests]
+        return [Completion(text=sample(3), prompt_ids=[], completion_ids=[]) for _ in requests]
+
+
+def test_every_judge_sample_has_its_own_stream_and_a_rejudged_repo_the_same_ones(tmp_path):
+    paper = load_paper(FIXTURE_PAPER)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "main.py").write_text("print(1)\n")
+    runs = {}
+    for name, repo, protocol in [("a", FIXTURE_REFERENCE, "ref-free"), ("again", FIXTURE_REFERENCE, "ref-free"),
+                                 ("other repo", other, "ref-free"), ("other protocol", FIXTURE_REFERENCE, "p2c-ex")]:
+        policy = SeedRecorder()
+        judge_repo(repo, paper, policy, protocol, n=3)
+        runs[name] = policy.seeds
+    assert runs["a"] == runs["again"]  # the same judgement twice: the same samples
+    seeds = runs["a"] + runs["other repo"] + runs["other protocol"]
+    assert len(set(seeds)) == 9  # no two samples of a repo, of two repos or of two protocols share a stream
+
+
+def test_each_call_of_each_agent_in_the_ledger_has_its_own_stream():
+    from coral.research.llm import Ledger
+    from coral.seeding import sampling_seed
+
+    policy, ledger = SeedRecorder(), Ledger(temperature=0.7, seed=5)
+    for agent in ("coder", "coder", "planner"):
+        ledger.chat(policy, agent, [{"role": "user", "content": "hi"}])
+    assert policy.seeds == [sampling_seed(5, 0, "coder", 0), sampling_seed(5, 0, "coder", 1),
+                            sampling_seed(5, 0, "planner", 0)]
+    assert len(set(policy.seeds)) == 3
