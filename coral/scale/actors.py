@@ -55,35 +55,43 @@ def split(items: Sequence[Any], parts: int) -> list[list[Any]]:
 ROOM_WAIT_S = 30.0
 
 
-def _check_room(ray: Any, name: str, size: int, num_cpus: float, num_gpus: float) -> None:
-    """Fail now, not hang: Ray keeps an actor that no node can fit pending forever, and calls on it wait."""
+def _poll(ray: Any, done: Callable[[dict, dict], bool]) -> bool:
+    """Whether `done(free, total)` (Ray's available and total resources) came true within ROOM_WAIT_S,
+    asked every 50 ms."""
     deadline = time.monotonic() + ROOM_WAIT_S
     while True:
-        free, total = ray.available_resources(), ray.cluster_resources()
-        short = [(r, size * each) for r, each in (("CPU", num_cpus), ("GPU", num_gpus))
-                 if size * each > free.get(r, 0.0) + 1e-9]
-        if not short:
-            return
-        resource, need = short[0]
-        if need > total.get(resource, 0.0) + 1e-9 or time.monotonic() > deadline:
-            each = num_cpus if resource == "CPU" else num_gpus
-            raise ValueError(f"{name}: {size} actors x {each:g} {resource} need {need:g} {resource}s, the Ray "
-                             f"cluster has {free.get(resource, 0.0):g} free of {total.get(resource, 0.0):g}; lower "
-                             f"the {resource} per actor or add nodes")
+        if done(ray.available_resources(), ray.cluster_resources()):
+            return True
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.05)
+
+
+def _check_room(ray: Any, name: str, size: int, num_cpus: float, num_gpus: float) -> None:
+    """Fail now, not hang: Ray keeps an actor that no node can fit pending forever, and calls on it wait.
+    A group larger than the cluster fails at once; one that fits the cluster but not its free resources
+    waits up to ROOM_WAIT_S for them (actors being torn down)."""
+    need = {"CPU": size * num_cpus, "GPU": size * num_gpus}
+
+    def short(available: dict) -> list[str]:
+        return [r for r, n in need.items() if n > available.get(r, 0.0) + 1e-9]
+
+    if not short(ray.cluster_resources()) and _poll(ray, lambda free, total: not short(free)):
+        return
+    free, total = ray.available_resources(), ray.cluster_resources()
+    resource = (short(total) or short(free) or ["CPU"])[0]
+    each = num_cpus if resource == "CPU" else num_gpus
+    raise ValueError(f"{name}: {size} actors x {each:g} {resource} need {need[resource]:g} {resource}s, the Ray "
+                     f"cluster has {free.get(resource, 0.0):g} free of {total.get(resource, 0.0):g}; lower the "
+                     f"{resource} per actor or add nodes")
 
 
 def _wait_released(ray: Any, before: dict, held: dict) -> None:
     """Wait until `held` is back in the free resources (capped at the cluster's total), for at most
     ROOM_WAIT_S: on a shared cluster another client may take the freed CPUs first, which is no error."""
-    deadline = time.monotonic() + ROOM_WAIT_S
-    while time.monotonic() < deadline:
-        free, total = ray.available_resources(), ray.cluster_resources()
-        if all(free.get(r, 0.0) + 1e-9 >= min(total.get(r, 0.0), before.get(r, 0.0) + n)
-               for r, n in held.items() if n > 0):
-            return
-        time.sleep(0.05)
-    logger.info("actors closed, but Ray had not given back all their resources after %.0f s", ROOM_WAIT_S)
+    if not _poll(ray, lambda free, total: all(free.get(r, 0.0) + 1e-9 >= min(total.get(r, 0.0), before.get(r, 0.0) + n)
+                                              for r, n in held.items() if n > 0)):
+        logger.info("actors closed, but Ray had not given back all their resources after %.0f s", ROOM_WAIT_S)
 
 
 class ActorGroup:

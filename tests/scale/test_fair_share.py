@@ -57,3 +57,22 @@ def test_a_closed_group_returns_only_once_its_cpus_are_free_again():
     group.close()
     assert ray.available_resources()["CPU"] == 2.0 and ray.killed == 0
     assert _fair_share(ray, "local", 3) == 0.6666
+
+
+def test_room_for_a_group_fails_at_once_when_too_big_waits_for_freed_cpus_and_names_what_is_short(monkeypatch):
+    import time
+
+    import coral.scale.actors as actors
+
+    monkeypatch.setattr(actors, "ROOM_WAIT_S", 0.3)
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=r"g: 5 actors x 1 CPU need 5 CPUs, the Ray cluster has 2 free of 2; lower"):
+        actors._check_room(SlowReleaseRay(total=2.0, polls_to_release=1), "g", 5, 1.0, 0.0)
+    assert time.monotonic() - start < 0.2  # larger than the cluster: no waiting
+    ray = SlowReleaseRay(total=2.0, polls_to_release=3)
+    ray.free, ray.killed = 0.5, 1.5  # a closed group's CPUs come back after a few polls
+    actors._check_room(ray, "g", 2, 1.0, 0.0)
+    stuck = SlowReleaseRay(total=2.0, polls_to_release=1)
+    stuck.free = 0.5  # held by another client for good
+    with pytest.raises(ValueError, match=r"need 2 CPUs, the Ray cluster has 0.5 free of 2"):
+        actors._check_room(stuck, "g", 2, 1.0, 0.0)
