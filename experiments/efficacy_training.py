@@ -95,7 +95,9 @@ class TrainingStudyConfig:
 
 def run_analysis(metrics_jsonl: Path, window: int = 3) -> dict[str, float]:
     """Training reward over the first and last `window` steps, and the fraction of sampled turns with
-    zero advantage (turns minus trained turns, summed over every agent/role), from a run's metrics.jsonl."""
+    zero advantage (turns minus trained turns, summed over every agent/role), from a run's metrics.jsonl;
+    where the run logged them, the sampled entropy (mean over agents) over the first and last steps and the
+    share of groups (trees for MARS2) whose rewards were all equal, averaged over steps."""
     if not metrics_jsonl.is_file():
         raise FileNotFoundError(f"{metrics_jsonl}: no metrics log (did the run train?)")
     steps = [json.loads(line) for line in metrics_jsonl.read_text().splitlines() if line.strip()]
@@ -105,8 +107,14 @@ def run_analysis(metrics_jsonl: Path, window: int = 3) -> dict[str, float]:
     trained = sum(v for m in steps for k, v in m.items() if k.endswith("/trained_turns"))
     key = "reward" if "reward" in steps[0] else "coder/reward"
     first, last = steps[:window], steps[-window:]
-    return {"reward_first": sum(m[key] for m in first) / len(first), "reward_last": sum(m[key] for m in last) / len(last),
-            "zero_advantage_turns": 1 - trained / turns if turns else float("nan"), "steps": len(steps)}
+    out = {"reward_first": sum(m[key] for m in first) / len(first), "reward_last": sum(m[key] for m in last) / len(last),
+           "zero_advantage_turns": 1 - trained / turns if turns else float("nan"), "steps": len(steps)}
+    for name, suffixes, where in (("entropy_first", ("/entropy",), first), ("entropy_last", ("/entropy",), last),
+                                  ("zero_variance_groups", ("/zero_variance_groups", "zero_variance_trees"), steps)):
+        values = [v for m in where for k, v in m.items() if k.endswith(suffixes)]
+        if values:
+            out[name] = sum(values) / len(values)
+    return out
 
 
 def _mars2_base(cfg: TrainingStudyConfig, seed: int, **fields: Any) -> Any:

@@ -187,7 +187,7 @@ def group_key(cfg: CoReCodeConfig):
 def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dict[str, Any],
             learners: dict[str, Any], sandbox: SandboxProtocol, reward_fn: RewardFn | None = None) -> dict[str, float]:
     """rollout -> rewards -> advantages -> one update per trained agent -> metrics."""
-    from coral.train.grpo import assign_advantages, unique_turns
+    from coral.train.grpo import assign_advantages, grouped_rewards, reward_spread, unique_turns
     from coral.workflows.chain import run_chain
 
     t0 = time.perf_counter()
@@ -213,6 +213,8 @@ def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dic
             continue
         metrics[f"{role}/reward"] = sum(t.reward for t in mine) / len(mine)
         metrics[f"{role}/completion_tokens"] = sum(len(t.completion_ids) for t in mine) / len(mine)
+        spread = reward_spread(grouped_rewards(mine, group_key(cfg)))
+        metrics.update({f"{role}/{k}": v for k, v in spread.items()})
         if role in learners:
             metrics.update({f"{role}/{k}": v for k, v in learners[role].update(mine).items()})
     final = [all_tests((tr.public, tr.private)) for tr in trajs]

@@ -15,7 +15,7 @@ loss is weighted by w = min(exp(old - sampler), tis_cap) per token (truncated im
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,26 @@ def assign_advantages(turns: Sequence[Turn], key: GroupKey, estimator: str = "gr
     adv = ADVANTAGES[estimator](rewards, group_ids([key(t) for t in turns]), scopes=[t.agent for t in turns])
     for t, a in zip(turns, adv.tolist(), strict=True):
         t.advantage = a
+
+
+def reward_spread(groups: Iterable[Sequence[float]]) -> dict[str, float]:
+    """One step's groups, for the analysis of what RL could learn: the mean within-group reward standard
+    deviation (population) and the share of groups whose rewards are all equal, whose samples get a zero
+    group-relative advantage (no learning signal). Empty when there is no group."""
+    stds, flat = [], 0
+    for rewards in groups:
+        r = torch.tensor([float(x) for x in rewards], dtype=torch.float64)
+        stds.append(float(r.std(unbiased=False)) if len(r) > 1 else 0.0)
+        flat += bool(r.max() - r.min() <= 1e-12)
+    return {"group_reward_std": sum(stds) / len(stds), "zero_variance_groups": flat / len(stds)} if stds else {}
+
+
+def grouped_rewards(turns: Sequence[Turn], key: GroupKey) -> list[list[float]]:
+    """The rewards of `turns` in their groups of equal `key(turn)`, in first-seen order."""
+    groups: dict[Any, list[float]] = {}
+    for t in turns:
+        groups.setdefault(key(t), []).append(float(t.reward))
+    return list(groups.values())
 
 
 OPTIMIZERS: dict[str, Callable[[list[torch.nn.Parameter], float], torch.optim.Optimizer]] = {
@@ -122,7 +142,7 @@ class AgentLearner:
         trained = list(turns)
         if self.cfg.skip_zero_advantage and self.cfg.loss.beta_kl == 0:
             trained = [t for t in turns if t.advantage != 0.0]
-        metrics = {"turns": float(len(turns)), "trained_turns": float(len(trained))}
+        metrics = {"turns": float(len(turns)), "trained_turns": float(len(trained)), "entropy": _sampled_entropy(turns)}
         if not trained:
             return metrics
         self.policy.train()
@@ -217,6 +237,13 @@ class AgentLearner:
         self.step = int(state["step"])
         if self.optimizer is not None and state.get("optimizer") is not None:
             self.optimizer.load_state_dict(state["optimizer"])
+
+
+def _sampled_entropy(turns: Sequence[Turn]) -> float:
+    """Token mean of -log p of the sampled tokens under the sampler: a Monte Carlo estimate of the per-token
+    entropy of the sampling distribution (at its temperature), free of any extra forward pass."""
+    tokens = sum(len(t.logprobs) for t in turns)
+    return -sum(sum(t.logprobs) for t in turns) / tokens if tokens else 0.0
 
 
 def _padded(rows: Sequence[Sequence[float]], like: torch.Tensor) -> torch.Tensor:

@@ -29,7 +29,7 @@ from coral.benchmarks.splits import ProceduralSplits, build_tasks
 from coral.sandbox.protocol import SandboxProtocol
 from coral.train.checkpoints import TrainedAgent
 from coral.train.corecode_config import check_recipe_owned
-from coral.train.grpo import GRPOConfig
+from coral.train.grpo import GRPOConfig, reward_spread
 from coral.train.loop import Run, drive, new_state
 from coral.train.rewards import CodeReward, RewardFn
 from coral.train.sft import SFTConfig
@@ -218,12 +218,13 @@ def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Seq
     trees = search(batch, agents, sandbox, TreeConfig(cfg.algorithm, cfg.max_nodes_per_tree, seed=cfg.seed), step=step)
     by_id = {t.id: t for t in batch}
     per_agent: dict[str, list[Any]] = {a.id: [] for a in agents}
-    rewards_all = []
+    rewards_all, per_tree = [], []
     for tree in trees:
         rewards = [float(reward_fn(by_id[tree.task_id], n.code, ExecutionResult(n.public.tests + n.private.tests,
                                                                                 n.public.error), None))
                    for n in tree.nodes[1:]]
         rewards_all += rewards
+        per_tree.append(rewards)
         for node, r, adv in zip(tree.nodes[1:], rewards, node_advantages(tree, rewards, cfg)[1:], strict=True):
             node.turn.reward, node.turn.advantage = r, adv
             per_agent[node.agent].append(node.turn)
@@ -231,6 +232,9 @@ def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Seq
                                  "pass_rate": sum(r == 1.0 for r in rewards_all) / len(rewards_all),
                                  "tree_pass@n": sum(t.pass_at_n() for t in trees) / len(trees),
                                  "search_s": time.perf_counter() - t0}
+    # a tree is MARS2's group (path-level advantage): how much its node rewards differ
+    spread = reward_spread(per_tree)
+    metrics.update({"tree_reward_std": spread["group_reward_std"], "zero_variance_trees": spread["zero_variance_groups"]})
     for agent, learner in zip(agents, learners, strict=True):
         mine = per_agent[agent.id]
         metrics[f"{agent.id}/nodes"] = float(len(mine))

@@ -35,6 +35,16 @@ def test_analysis_uses_the_coders_reward_in_a_corecode_log(training, tmp_path):
     assert a["reward_first"] == a["reward_last"] == pytest.approx(0.2) and a["zero_advantage_turns"] == pytest.approx(0.5)
 
 
+def test_analysis_reads_entropy_and_flat_groups_where_the_run_logged_them(training, tmp_path):
+    steps = [{"step": i, "reward": 0.5, "agent0/entropy": e0, "agent1/entropy": e1, "zero_variance_trees": z}
+             for i, (e0, e1, z) in enumerate([(2.0, 4.0, 0.5), (1.0, 3.0, 0.25), (0.5, 1.5, 0.0)], 1)]
+    a = training.run_analysis(write_log(tmp_path / "metrics.jsonl", steps), window=1)
+    assert a["entropy_first"] == pytest.approx(3.0) and a["entropy_last"] == pytest.approx(1.0)
+    assert a["zero_variance_groups"] == pytest.approx(0.25)
+    old = training.run_analysis(write_log(tmp_path / "old.jsonl", [{"step": 1, "reward": 0.1}]))
+    assert "entropy_first" not in old  # a log from before these metrics: absent, not 0
+
+
 def test_analysis_of_a_missing_log_fails_loudly(training, tmp_path):
     with pytest.raises(FileNotFoundError, match="no metrics log"):
         training.run_analysis(tmp_path / "metrics.jsonl")

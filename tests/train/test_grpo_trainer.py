@@ -192,3 +192,17 @@ def test_reinforce_pp_baseline_whitens_each_agent_on_its_own_turns():
     assign_advantages(turns, key=lambda t: (t.role, t.metadata["task_id"]), estimator="reinforce_pp_baseline")
     half = 1 / 2 ** 0.5
     assert [t.advantage for t in turns] == pytest.approx([-half, half, -half, half], abs=1e-5)
+
+
+def test_reward_spread_and_the_sampled_entropy_on_hand_computed_values():
+    from coral.train.grpo import _sampled_entropy, grouped_rewards, reward_spread
+
+    turns = [Turn("a", "coder", 0, "", "", reward=r, metadata={"g": g})
+             for r, g in [(1.0, "x"), (1.0, "y"), (0.0, "x"), (1.0, "y"), (0.5, "z")]]
+    groups = grouped_rewards(turns, lambda t: t.metadata["g"])
+    assert groups == [[1.0, 0.0], [1.0, 1.0], [0.5]]
+    # stds 0.5, 0, 0 (a group of one has no spread); 2 of 3 groups are flat: no learning signal in them
+    assert reward_spread(groups) == pytest.approx({"group_reward_std": 0.5 / 3, "zero_variance_groups": 2 / 3})
+    assert reward_spread([]) == {}
+    sampled = [Turn("a", "coder", 0, "", "", logprobs=[-1.0, -2.0]), Turn("a", "coder", 0, "", "", logprobs=[-3.0])]
+    assert _sampled_entropy(sampled) == pytest.approx(2.0)  # (1 + 2 + 3) / 3 tokens
