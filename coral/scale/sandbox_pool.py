@@ -20,7 +20,7 @@ from typing import Any
 from coral.scale.actors import ActorGroup, import_ray, split
 from coral.trajectory import ExecutionResult, TestCase
 
-SANDBOX_FIELDS = ("workers", "timeout_s", "memory_mb", "cache", "allow_subprocess", "require_isolation")
+SANDBOX_FIELDS = ("workers", "timeout_s", "memory_mb", "cache", "allow_subprocess", "require_isolation", "hidden_paths")
 
 
 class SandboxWorker:
