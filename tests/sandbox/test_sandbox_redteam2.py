@@ -1,0 +1,100 @@
+"""Second red-team round: attacks that span jobs (what one job leaves for the next, the result cache) and
+the verdict path. Each test is a hostile situation; both isolation modes where it applies."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import signal
+import time
+
+import pytest
+from sandbox_helpers import asserts, make_sandbox
+
+from coral.sandbox import Job, Sandbox
+from coral.trajectory import TestCase
+
+ADD_ONE = "def f(x):\n    return x + 1\n"
+ADD_ONE_TESTS = asserts("assert candidate(1) == 2", "assert candidate(2) == 3")
+
+
+def _leaf_processes(pid: int) -> list[int]:
+    """The descendants of `pid` without children of their own (between jobs: the worker's judge)."""
+    children = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as fh:
+            children += [int(c) for c in fh.read().split()]
+    return [leaf for child in children for leaf in _leaf_processes(child)] if children else [pid]
+
+
+def _kill_the_judge(sandbox: Sandbox) -> None:
+    """What a program with subprocesses can do on kernels whose Landlock does not scope signals (before
+    6.12), or the OOM killer anywhere: the worker's judge dies between two jobs."""
+    judges = _leaf_processes(sandbox._all[0].proc.pid)
+    assert len(judges) == 1, judges
+    os.kill(judges[0], signal.SIGKILL)
+    time.sleep(0.2)
+
+
+@pytest.mark.parametrize("between", ["nothing", "a stdio job"])
+def test_a_judge_that_died_between_jobs_costs_the_next_job_nothing(between):
+    # The next assert job used to get "killed by SIGKILL while loading" on every test, an error the result
+    # cache then kept for that program; after a stdio job the dead judge was reaped by pid, which the
+    # worker's small pid space soon hands to a candidate that a later stop_judge would kill.
+    for isolation in ("bwrap", "none"):
+        with make_sandbox(isolation, cache=True) as sandbox:
+            assert sandbox.run(ADD_ONE, ADD_ONE_TESTS[:1], entry_point="f").passed
+            _kill_the_judge(sandbox)
+            if between == "a stdio job":
+                assert sandbox.run("print(1)", [TestCase("stdio", expected_stdout="1")]).passed
+            result = sandbox.run(ADD_ONE, ADD_ONE_TESTS, entry_point="f")
+            assert [t.verdict for t in result.tests] == ["pass", "pass"], (isolation, result)
+
+
+def _count_runs(monkeypatch, sandbox: Sandbox) -> list[Job]:
+    ran: list[Job] = []
+    real = sandbox._run_on
+    monkeypatch.setattr(sandbox, "_run_on", lambda worker, job: ran.append(job) or real(worker, job))
+    return ran
+
+
+def test_a_timeout_the_program_did_not_spend_on_its_cpu_is_not_cached(monkeypatch):
+    # A neighbour holding the CPU (workers share CPUs when there are more workers than cores) makes an honest
+    # program miss its wall deadline; the cache used to keep that "timeout" for the program's every later run.
+    with make_sandbox("bwrap", cache=True, timeout_s=0.5) as sandbox:
+        ran = _count_runs(monkeypatch, sandbox)
+        waits = Job("import time\ntime.sleep(3)\n", (TestCase("stdio"),))
+        verdicts = [sandbox.run_many([waits])[0].tests[0].verdict for _ in range(2)]
+        assert verdicts == ["timeout", "timeout"] and len(ran) == 2
+
+
+def test_the_cache_keeps_timeouts_that_used_their_cpu_and_every_other_verdict():
+    from coral.sandbox.sandbox import _cacheable
+    from coral.trajectory import ExecutionResult, TestResult
+
+    def result(*tests: tuple[str, float]) -> ExecutionResult:
+        return ExecutionResult(tests=tuple(TestResult(verdict, cpu_s=cpu_s) for verdict, cpu_s in tests))
+
+    assert _cacheable(result(("pass", 0.0), ("fail", 0.1), ("memory", 0.0), ("error", 0.0)), timeout_s=1.0)
+    assert _cacheable(result(("pass", 0.0), ("timeout", 0.95)), timeout_s=1.0)
+    assert not _cacheable(result(("pass", 0.0), ("timeout", 0.5)), timeout_s=1.0)
+    assert not _cacheable(result(("timeout", 1.7)), timeout_s=2.0)
+
+
+def test_kept_output_is_part_of_the_cache_key(bwrap_sandbox):
+    with make_sandbox("bwrap", cache=True) as sandbox:
+        code = "print('seen')"
+        kept, plain = sandbox.run_many([Job(code, (TestCase("stdio", expected_stdout="seen"),), keep_output=keep)
+                                        for keep in (True, False)])
+        assert kept.tests[0].output == "seen\n" and plain.tests[0].output == ""
+
+
+@pytest.mark.xfail(strict=True, reason="the fix is in coral/scale/sandbox_pool.py, outside this branch's files: "
+                   "add hidden_paths to SANDBOX_FIELDS (a tuple of paths; it pickles)")
+def test_ray_sandboxes_keep_every_setting_of_the_sandbox_they_copy():
+    # RaySandbox.like(sandbox) and RaySandbox(**settings) pass only SANDBOX_FIELDS to the actors' sandboxes:
+    # hidden_paths (benchmark data a program must not read) is left out, so a Ray pool's programs can read it.
+    from coral.scale.sandbox_pool import SANDBOX_FIELDS
+
+    settings = set(inspect.signature(Sandbox.__init__).parameters) - {"self"}
+    assert settings <= set(SANDBOX_FIELDS), f"left out of SANDBOX_FIELDS: {sorted(settings - set(SANDBOX_FIELDS))}"
