@@ -98,3 +98,25 @@ def test_ray_sandboxes_keep_every_setting_of_the_sandbox_they_copy():
 
     settings = set(inspect.signature(Sandbox.__init__).parameters) - {"self"}
     assert settings <= set(SANDBOX_FIELDS), f"left out of SANDBOX_FIELDS: {sorted(settings - set(SANDBOX_FIELDS))}"
+
+
+INOTIFY_HOARDER = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+held, watches = [], 0
+for _ in range(60):
+    fd = libc.inotify_init1(0)
+    if fd < 0:
+        break
+    held.append(fd)
+    for path in ('/usr', '/usr/lib', '/usr/bin'):
+        watches += libc.inotify_add_watch(fd, path.encode(), 0xFFF) >= 0
+print(len(held), watches, os.strerror(ctypes.get_errno()) if not held else '')
+"""
+
+
+def test_a_program_cannot_hold_the_users_inotify_instances_and_watches(sandbox):
+    # 128 instances and ~190k watches per user, counted for the host's user from inside bwrap's user
+    # namespace too: two workers' programs held almost all of them, and the host's file watchers failed.
+    output = sandbox.run_many([Job(INOTIFY_HOARDER, (TestCase("stdio"),), keep_output=True)])[0].tests[0].output
+    assert output.startswith("0 0 Operation not permitted"), output
