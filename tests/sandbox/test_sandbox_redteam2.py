@@ -120,3 +120,40 @@ def test_a_program_cannot_hold_the_users_inotify_instances_and_watches(sandbox):
     # namespace too: two workers' programs held almost all of them, and the host's file watchers failed.
     output = sandbox.run_many([Job(INOTIFY_HOARDER, (TestCase("stdio"),), keep_output=True)])[0].tests[0].output
     assert output.startswith("0 0 Operation not permitted"), output
+
+
+LINKER = r"""
+import os
+target = os.__file__  # a host file of the interpreter, read-only to programs
+for how in ("link", "link through /proc/self/fd", "rename", "write through a symlink"):
+    try:
+        if how == "link":
+            os.link(target, "l1")
+        elif how == "rename":
+            os.rename(target, "l3")
+        elif how == "write through a symlink":
+            os.symlink(target, "l4")
+            open("l4", "a").write("# planted")
+        else:
+            os.link(f"/proc/self/fd/{os.open(target, os.O_RDONLY)}", "l2", follow_symlinks=True)
+        print(how, "DONE")
+    except OSError:
+        pass
+"""
+
+
+def test_host_files_cannot_be_linked_renamed_or_written_through_a_symlink(sandbox):
+    # a hard link in the fallback's run dir (same disk as the venv here) would be writable: Landlock checks
+    # the path, and it refuses links and renames out of read-only trees (EXDEV)
+    before = os.stat(os.__file__)
+    output = sandbox.run_many([Job(LINKER, (TestCase("stdio"),), keep_output=True)])[0].tests[0].output
+    assert "DONE" not in output and os.stat(os.__file__).st_mtime_ns == before.st_mtime_ns
+
+
+def test_names_with_odd_bytes_are_wiped_for_the_next_job(sandbox):
+    plant = ("import os\nfor name in (b'bad\\xff', b'new\\nline', b'-rf', b' ', b'.hidden', b'a' * 255):\n"
+             "    open(name, 'w').write('stash')\n    os.makedirs(b'dir-' + name[:200] + b'/x', exist_ok=True)\n")
+    look = "import os\nprint(sorted(os.listdir(b'.')))\n"
+    planted, seen = sandbox.run_many([Job(plant, (TestCase("stdio"),)),
+                                      Job(look, (TestCase("stdio", expected_stdout="[]"),), keep_output=True)])
+    assert planted.passed and seen.passed, seen.tests[0].output
