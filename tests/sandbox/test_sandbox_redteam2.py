@@ -157,3 +157,29 @@ def test_names_with_odd_bytes_are_wiped_for_the_next_job(sandbox):
     planted, seen = sandbox.run_many([Job(plant, (TestCase("stdio"),)),
                                       Job(look, (TestCase("stdio", expected_stdout="[]"),), keep_output=True)])
     assert planted.passed and seen.passed, seen.tests[0].output
+
+
+CAPS_AFTER_EXEC = """
+import subprocess, sys
+child = '''
+import ctypes, struct
+data = ctypes.create_string_buffer(24)
+ctypes.CDLL(None).syscall({capget}, struct.pack("<Ii", 0x20080522, 0), data)
+print(data.raw.hex())
+'''
+print(subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout.strip())
+"""
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "none"])
+def test_an_executed_child_regains_no_capability_even_when_the_host_is_root(isolation):
+    # execve as uid 0 would grant every capability of the bounding set; no_new_privs keeps the empty sets
+    import platform
+
+    capget = {"x86_64": 125, "aarch64": 90}.get(platform.machine())
+    if capget is None:
+        pytest.skip("capget number known for x86_64 and aarch64 only")
+    with make_sandbox(isolation, allow_subprocess=True) as sandbox:
+        job = Job(CAPS_AFTER_EXEC.replace("{capget}", str(capget)), (TestCase("stdio", expected_stdout="0" * 48),))
+        result = sandbox.run_many([job])[0]
+        assert result.passed, result.tests[0].message
