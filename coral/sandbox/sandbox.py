@@ -33,6 +33,7 @@ OUTPUT_LIMIT_MB = 16
 # A "timeout" is cached only when the program used this share of its limit in CPU time: below it, it may
 # have been waiting for a CPU other jobs held, and the cache would keep a neighbour's doing.
 CACHED_TIMEOUT_CPU_SHARE = 0.9
+LOAD_TIMEOUT = "the program timed out while loading"  # an "error" on every test, cached as a timeout is
 LOADED_MARK = b"L\n"  # must equal _roles.LOADED_MARK (the server side cannot import coral)
 
 
@@ -233,6 +234,9 @@ class Sandbox:
                 return _all_error(job, outcome["compile_error"])
             if case.kind == "assert":
                 load_error = _load_error(outcome, verdict, stderr)
+                if load_error == LOAD_TIMEOUT:  # measured: its CPU time decides whether the cache keeps it
+                    errors = (TestResult("error", load_error, outcome["wall_s"], outcome["cpu_s"]),)
+                    return ExecutionResult(tests=errors * len(job.tests), error=load_error)
                 if load_error:
                     return _all_error(job, load_error)
                 results.append(_judge_assert(outcome, verdict, memory_mb))
@@ -262,9 +266,11 @@ def _cache_key(job: Job, sandbox: Sandbox) -> str:
 
 
 def _cacheable(result: ExecutionResult, timeout_s: float) -> bool:
-    """Whether the result is the program's alone: every timeout in it spent its CPU time (see
-    CACHED_TIMEOUT_CPU_SHARE); a sleeping program's timeout is run again too, at the cost of its limit."""
-    return all(t.verdict != "timeout" or t.cpu_s >= CACHED_TIMEOUT_CPU_SHARE * timeout_s for t in result.tests)
+    """Whether the result is the program's alone: every timeout in it, a timeout while loading included,
+    spent its CPU time (see CACHED_TIMEOUT_CPU_SHARE); a sleeping program's is run again too, at the cost
+    of its limit."""
+    timeouts = result.tests if result.error == LOAD_TIMEOUT else [t for t in result.tests if t.verdict == "timeout"]
+    return all(t.cpu_s >= CACHED_TIMEOUT_CPU_SHARE * timeout_s for t in timeouts)
 
 
 def _memfd(name: str, data: bytes = b"") -> int:
@@ -344,7 +350,7 @@ def _load_error(outcome: dict, verdict: bytes, stderr: bytes) -> str:
     if verdict.startswith(LOADED_MARK):
         return ""
     if outcome["timed_out"]:
-        return "the program timed out while loading"
+        return LOAD_TIMEOUT
     try:
         parsed = json.loads(verdict) if verdict else {}
     except ValueError:

@@ -3,6 +3,7 @@ the verdict path. Each test is a hostile situation; both isolation modes where i
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import signal
@@ -68,8 +69,18 @@ def test_a_timeout_the_program_did_not_spend_on_its_cpu_is_not_cached(monkeypatc
         assert verdicts == ["timeout", "timeout"] and len(ran) == 2
 
 
+def test_a_program_that_times_out_while_loading_without_using_its_cpu_is_not_cached(monkeypatch):
+    # its "error" on every test used to be cached like any error, though a neighbour may have held the CPU
+    with make_sandbox("bwrap", cache=True, timeout_s=0.5) as sandbox:
+        ran = _count_runs(monkeypatch, sandbox)
+        slow = Job("import time\ntime.sleep(3)\n" + ADD_ONE, ADD_ONE_TESTS, entry_point="f")
+        results = [sandbox.run_many([slow])[0] for _ in range(2)]
+        assert [t.verdict for r in results for t in r.tests] == ["error"] * 4 and len(ran) == 2
+        assert results[0].error == "the program timed out while loading"
+
+
 def test_the_cache_keeps_timeouts_that_used_their_cpu_and_every_other_verdict():
-    from coral.sandbox.sandbox import _cacheable
+    from coral.sandbox.sandbox import LOAD_TIMEOUT, _cacheable
     from coral.trajectory import ExecutionResult, TestResult
 
     def result(*tests: tuple[str, float]) -> ExecutionResult:
@@ -79,6 +90,9 @@ def test_the_cache_keeps_timeouts_that_used_their_cpu_and_every_other_verdict():
     assert _cacheable(result(("pass", 0.0), ("timeout", 0.95)), timeout_s=1.0)
     assert not _cacheable(result(("pass", 0.0), ("timeout", 0.5)), timeout_s=1.0)
     assert not _cacheable(result(("timeout", 1.7)), timeout_s=2.0)
+    loading = ExecutionResult(tests=(TestResult("error", cpu_s=0.2),) * 2, error=LOAD_TIMEOUT)
+    assert not _cacheable(loading, timeout_s=1.0)
+    assert _cacheable(dataclasses.replace(loading, tests=(TestResult("error", cpu_s=0.95),) * 2), timeout_s=1.0)
 
 
 def test_kept_output_is_part_of_the_cache_key(bwrap_sandbox):
