@@ -103,11 +103,9 @@ def test_kept_output_is_part_of_the_cache_key(bwrap_sandbox):
         assert kept.tests[0].output == "seen\n" and plain.tests[0].output == ""
 
 
-@pytest.mark.xfail(strict=True, reason="the fix is in coral/scale/sandbox_pool.py, outside this branch's files: "
-                   "add hidden_paths to SANDBOX_FIELDS (a tuple of paths; it pickles)")
 def test_ray_sandboxes_keep_every_setting_of_the_sandbox_they_copy():
     # RaySandbox.like(sandbox) and RaySandbox(**settings) pass only SANDBOX_FIELDS to the actors' sandboxes:
-    # hidden_paths (benchmark data a program must not read) is left out, so a Ray pool's programs can read it.
+    # hidden_paths (benchmark data a program must not read) was left out, so a Ray pool's programs could read it.
     from coral.scale.sandbox_pool import SANDBOX_FIELDS
 
     settings = set(inspect.signature(Sandbox.__init__).parameters) - {"self"}
