@@ -148,16 +148,6 @@ def recv_request(sock: socket.socket) -> tuple[dict, list[int]]:
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-    header += _recv_exact(sock, 8 - len(header))
-    body = _recv_exact(sock, int.from_bytes(header, "little"))
+    header += _read_exact(sock.fileno(), 8 - len(header))
+    body = _read_exact(sock.fileno(), int.from_bytes(header, "little"))
     return json.loads(body), list(fds)
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise EOFError
-        buf += chunk
-    return bytes(buf)
