@@ -31,7 +31,7 @@ from efficacy_protocol import (
     save_run,
     write_section,
 )
-from efficacy_training import TrainingStudyConfig, corecode_variants, run_analysis, run_dir
+from efficacy_training import TrainingStudyConfig, analysis_cells, corecode_variants, run_analysis, run_dir
 
 SINGLE = "single-coder GRPO"
 
@@ -48,7 +48,7 @@ def corecode_config(cfg: TrainingStudyConfig, seed: int, name: str) -> Any:
               "tasks_per_step": cfg.tasks_per_step, "eval_samples_per_task": cfg.eval_samples_per_task,
               "train_roles": list(corecode_variants(cfg.corecode_roles)[name]), "out_dir": run_dir(cfg, "corecode", seed, name)}
     ccfg = from_mapping(CoReCodeConfig, fields, "--set corecode")
-    return replace(ccfg, sft=replace(ccfg.sft, epochs=cfg.sft_epochs))
+    return replace(ccfg, sft=replace(ccfg.sft, epochs=cfg.sft_epochs), rl=replace(ccfg.rl, log_kl=True))
 
 
 def _corecode_run(cfg: TrainingStudyConfig, seed: int, name: str) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def _single_coder(cfg: TrainingStudyConfig, seed: int, ccfg: Any, sandbox: Any) 
                        min_depth=ccfg.min_depth, max_depth=ccfg.max_depth, refine_examples=0,  # best-of-N never refines
                        out_dir=run_dir(cfg, "corecode", seed, SINGLE))
     mcfg = replace(base, sft=replace(base.sft, epochs=ccfg.sft.epochs, lr=ccfg.sft.lr, batch_size=ccfg.sft.batch_size),
-                   rl=replace(base.rl, lr=ccfg.rl.lr))
+                   rl=replace(base.rl, lr=ccfg.rl.lr, log_kl=True))
     train, test = build_tasks(mcfg.splits)
     cold = cached_cold_start(mcfg, train, sandbox, Path(cfg.cold_cache))
     # train_mars2 searches its second task list after RL: one validation task, so the test split is searched once
@@ -128,13 +128,12 @@ def _corecode_rows(per_seed: dict[int, dict[str, Any]], both: str) -> str:
     for name in per_seed[seeds[0]]:
         before = {s: per_seed[s][name]["sft"] for s in seeds}
         after = {s: per_seed[s][name]["rl"] for s in seeds}
-        a = [per_seed[s][name]["analysis"] for s in seeds]
         rows.append([name, fmt_mean_se(over_seeds({s: mean_rate(before[s]) for s in seeds})),
                      fmt_mean_se(over_seeds({s: mean_rate(after[s]) for s in seeds})),
                      fmt_change(pooled_paired_change(before, after)),
-                     f"{sum(x['reward_first'] for x in a) / len(a):.3f} → {sum(x['reward_last'] for x in a) / len(a):.3f}",
-                     f"{sum(x['zero_advantage_turns'] for x in a) / len(a):.2f}"])
+                     *analysis_cells([per_seed[s][name]["analysis"] for s in seeds])])
     vs = pooled_paired_change({s: per_seed[s][SINGLE]["rl"] for s in seeds}, {s: per_seed[s][both]["rl"] for s in seeds})
     return (markdown_table(["variant", "SFT only (its own cold start)", "after RL", "change (paired, pooled over seeds)",
-                            "train reward first → last 3 steps", "zero-advantage turns"], rows)
+                            "train reward first → last 3 steps; zero-advantage turns; flat groups",
+                            "entropy first → last; KL to cold start last"], rows)
             + f"\nCoRe-Code after RL against single-coder GRPO after RL (paired per task): {fmt_change(vs)}\n")

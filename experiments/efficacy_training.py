@@ -13,7 +13,8 @@ tasks, compared by sampled pass@1 (the per-sample pass rate at the RL temperatur
 
 Analysis of every run from its metrics.jsonl: training reward over the first and last steps and the
 fraction of sampled turns with zero advantage (their group's rewards all tie, so they teach nothing).
-KL to the cold start and entropy are not logged by the recipes; this module does not compute them.
+Every run logs `kl_ref` (rl.log_kl: KL of the sampler to its cold start, k3, token mean) and `entropy`
+(-log p of the sampled tokens); the analysis reads both over the first and last steps.
 It does NOT tune CoRe-Code, and it reuses the recipes' trainers unchanged.
 """
 
@@ -96,8 +97,9 @@ class TrainingStudyConfig:
 def run_analysis(metrics_jsonl: Path, window: int = 3) -> dict[str, float]:
     """Training reward over the first and last `window` steps, and the fraction of sampled turns with
     zero advantage (turns minus trained turns, summed over every agent/role), from a run's metrics.jsonl;
-    where the run logged them, the sampled entropy (mean over agents) over the first and last steps and the
-    share of groups (trees for MARS2) whose rewards were all equal, averaged over steps."""
+    where the run logged them, the sampled entropy and the KL to the cold start (means over agents) over the
+    first and last steps and the share of groups (trees for MARS2) whose rewards were all equal, averaged
+    over steps."""
     if not metrics_jsonl.is_file():
         raise FileNotFoundError(f"{metrics_jsonl}: no metrics log (did the run train?)")
     steps = [json.loads(line) for line in metrics_jsonl.read_text().splitlines() if line.strip()]
@@ -110,6 +112,7 @@ def run_analysis(metrics_jsonl: Path, window: int = 3) -> dict[str, float]:
     out = {"reward_first": sum(m[key] for m in first) / len(first), "reward_last": sum(m[key] for m in last) / len(last),
            "zero_advantage_turns": 1 - trained / turns if turns else float("nan"), "steps": len(steps)}
     for name, suffixes, where in (("entropy_first", ("/entropy",), first), ("entropy_last", ("/entropy",), last),
+                                  ("kl_ref_first", ("/kl_ref",), first), ("kl_ref_last", ("/kl_ref",), last),
                                   ("zero_variance_groups", ("/zero_variance_groups", "zero_variance_trees"), steps)):
         values = [v for m in where for k, v in m.items() if k.endswith(suffixes)]
         if values:
@@ -123,7 +126,7 @@ def _mars2_base(cfg: TrainingStudyConfig, seed: int, **fields: Any) -> Any:
     base = MARS2Config(seed=seed, rl_steps=cfg.rl_steps, n_test_tasks=cfg.n_test_tasks,
                        max_nodes_per_tree=cfg.max_nodes_per_tree, tasks_per_step=cfg.tasks_per_step,
                        n_train_tasks=cfg.n_train_tasks, max_new_tokens=cfg.max_new_tokens, **fields)
-    return replace(base, sft=replace(base.sft, epochs=cfg.sft_epochs))
+    return replace(base, sft=replace(base.sft, epochs=cfg.sft_epochs), rl=replace(base.rl, log_kl=True))
 
 
 def _per_task(trees: Sequence[Any]) -> dict[str, dict[str, float]]:
@@ -210,9 +213,20 @@ def _mars2_rows(per_seed: Mapping[int, Any], chosen: Mapping[str, str]) -> str:
         cells.append("; ".join(f"{k.split('/')[1]} {over_seeds({s: per_seed[s]['test'][name]['metrics'].get(k, float('nan')) for s in seeds})['mean']:.3f}"
                                for k in agents))
         a = [per_seed[s]["test"][name].get("analysis") for s in seeds]
-        cells.append("-" if a[0] is None else
-                     f"{sum(x['reward_first'] for x in a) / len(a):.3f} → {sum(x['reward_last'] for x in a) / len(a):.3f}; "
-                     f"{sum(x['zero_advantage_turns'] for x in a) / len(a):.2f}")
+        cells += ["-", "-"] if a[0] is None else analysis_cells(a)
         rows.append(cells)
     return markdown_table(["variant", "lr", "Pass@1", "Pass@N", "Pass@1 change vs its cold start (paired)",
-                           "per-agent Pass@1", "train reward first → last 3 steps; zero-advantage turns"], rows)
+                           "per-agent Pass@1", "train reward first → last 3 steps; zero-advantage turns; flat groups",
+                           "entropy first → last; KL to cold start last"], rows)
+
+
+def analysis_cells(runs: Sequence[Mapping[str, float]]) -> list[str]:
+    """Two table cells from the `run_analysis` of each seed's run (means over seeds; `n/a` where a run did
+    not log the figure): reward first → last; zero-advantage turns; flat groups, and entropy; KL."""
+    def mean(key: str, fmt: str) -> str:
+        values = [r[key] for r in runs if key in r]
+        return format(sum(values) / len(values), fmt) if len(values) == len(runs) else "n/a"
+
+    return [f"{mean('reward_first', '.3f')} → {mean('reward_last', '.3f')}; {mean('zero_advantage_turns', '.2f')}; "
+            f"{mean('zero_variance_groups', '.2f')}",
+            f"{mean('entropy_first', '.2f')} → {mean('entropy_last', '.2f')}; {mean('kl_ref_last', '.4f')}"]

@@ -7,7 +7,6 @@ This module does NOT run the RL loop or evaluate (coral/train/corecode.py, corec
 
 from __future__ import annotations
 
-import copy
 import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
@@ -96,29 +95,21 @@ def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, Any], train: list[Task
                               progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
 
 
-def frozen_copy(policy: Any) -> Any:
-    """A copy of `policy` for the KL reference: same weights, no gradients, eval mode."""
-    ref = copy.deepcopy(policy)
-    for p in ref.parameters():
-        p.requires_grad_(False)
-    ref.eval()
-    return ref
-
-
 def sft_references(cfg: CoReCodeConfig, policies: dict[str, Any], saved: bool) -> dict[str, Any]:
-    """KL references of the trained roles (none when rl.loss.beta_kl is 0). After SFT they are copies of
-    the policies, also written to out_dir/sft; on resume (`saved`) they are read back from there."""
-    if cfg.rl.loss.beta_kl == 0:
+    """KL references of the trained roles (none when rl.loss.beta_kl is 0 and rl.log_kl is off). After SFT
+    they are copies of the policies, also written to out_dir/sft; on resume (`saved`) they are read back."""
+    if cfg.rl.loss.beta_kl == 0 and not cfg.rl.log_kl:
         return {}
     from coral.policy.hf import HFPolicy
+    from coral.train.grpo import frozen_copy
 
     refs = {}
     for role in cfg.train_roles:
         where = Path(cfg.out_dir) / "sft" / role
         if saved:
             if not where.is_dir():
-                raise FileNotFoundError(f"rl.loss.beta_kl > 0 needs the SFT reference of {role!r} at {where}, "
-                                        "written after SFT; it is missing, so this run cannot resume with a KL term")
+                raise FileNotFoundError(f"rl.loss.beta_kl > 0 / rl.log_kl needs the SFT reference of {role!r} at "
+                                        f"{where}, written after SFT; it is missing, so this run cannot resume with a KL")
             refs[role] = frozen_copy(HFPolicy.load(where))
         else:
             refs[role] = frozen_copy(policies[role])

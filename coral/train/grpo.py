@@ -14,6 +14,7 @@ loss is weighted by w = min(exp(old - sampler), tis_cap) per token (truncated im
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from typing import Any
 import torch
 
 from coral.train.advantages import ADVANTAGES, group_ids
-from coral.train.losses import LossConfig, policy_loss
+from coral.train.losses import LossConfig, kl_k3, policy_loss
 from coral.trajectory import Turn
 
 GroupKey = Callable[[Turn], Hashable]
@@ -93,6 +94,10 @@ class GRPOConfig:
     # optimiser steps on each batch of turns (PPO epochs; TRL's num_iterations). Steps after the first
     # are off-policy: the ratio to the sampling logprobs is no longer 1, and the clip bounds the change
     updates_per_batch: int = 1
+    # keep a frozen copy of the cold start (the recipe's reference) and log `kl_ref` each step: the token
+    # mean k3 estimate of KL(sampler || cold start) over the step's sampled turns, one extra no-grad
+    # forward of the reference. For the analysis of what RL changed; it never enters the loss
+    log_kl: bool = False
 
     def __post_init__(self) -> None:
         if self.advantage not in ADVANTAGES:
@@ -114,7 +119,7 @@ class AgentLearner:
     policy: Any
     cfg: GRPOConfig
     frozen: bool = False
-    reference: Any = None  # a frozen copy for the KL term, when cfg.loss.beta_kl > 0
+    reference: Any = None  # a frozen copy for the KL term (cfg.loss.beta_kl > 0) or the logged KL (cfg.log_kl)
     step: int = 0
     optimizer: torch.optim.Optimizer | None = None
 
@@ -124,8 +129,8 @@ class AgentLearner:
             if not params:
                 raise ValueError(f"agent {self.name!r} has no trainable parameters; pass frozen=True")
             self.optimizer = OPTIMIZERS[self.cfg.optimizer](params, self.cfg.lr)
-        if self.cfg.loss.beta_kl > 0 and self.reference is None and not self.frozen:
-            raise ValueError(f"agent {self.name!r}: beta_kl > 0 needs a reference policy")
+        if (self.cfg.loss.beta_kl > 0 or self.cfg.log_kl) and self.reference is None and not self.frozen:
+            raise ValueError(f"agent {self.name!r}: beta_kl > 0 and log_kl need a reference policy")
 
     def update(self, turns: Sequence[Turn]) -> dict[str, float]:
         """`cfg.updates_per_batch` optimiser steps on `turns` (all must be this agent's and carry an
@@ -143,6 +148,8 @@ class AgentLearner:
         if self.cfg.skip_zero_advantage and self.cfg.loss.beta_kl == 0:
             trained = [t for t in turns if t.advantage != 0.0]
         metrics = {"turns": float(len(turns)), "trained_turns": float(len(trained)), "entropy": _sampled_entropy(turns)}
+        if self.cfg.log_kl:
+            metrics["kl_ref"] = self._sampler_kl(turns)
         if not trained:
             return metrics
         self.policy.train()
@@ -213,6 +220,20 @@ class AgentLearner:
                 out += [row[: len(t.completion_ids)].tolist() for row, t in zip(logprobs, micro, strict=True)]
         return out
 
+    def _sampler_kl(self, turns: Sequence[Turn]) -> float:
+        """Token mean of k3(sampled logprobs, reference logprobs) over `turns`: an estimate of
+        KL(sampler || reference) from the sampler's own samples (no gradient)."""
+        total, tokens = 0.0, 0
+        with torch.no_grad():
+            for lo in range(0, len(turns), self.cfg.micro_batch_size):
+                micro = turns[lo:lo + self.cfg.micro_batch_size]
+                ref, mask = self.reference.forward([t.prompt_ids for t in micro], [t.completion_ids for t in micro],
+                                                   temperature=self.cfg.temperature)
+                sampled = _padded([t.logprobs for t in micro], ref)
+                total += float(kl_k3(sampled, ref)[mask].sum())
+                tokens += int(mask.sum())
+        return total / tokens if tokens else 0.0
+
     def _micro_loss(self, micro: Sequence[Turn],
                     trainer_old: Sequence[list[float]] | None = None) -> tuple[torch.Tensor, dict[str, float]]:
         """The loss of one micro-batch. Without `trainer_old` the turns' logprobs are the old policy (the
@@ -237,6 +258,15 @@ class AgentLearner:
         self.step = int(state["step"])
         if self.optimizer is not None and state.get("optimizer") is not None:
             self.optimizer.load_state_dict(state["optimizer"])
+
+
+def frozen_copy(policy: Any) -> Any:
+    """A copy of `policy` for a KL reference: same weights, no gradients, eval mode."""
+    ref = copy.deepcopy(policy)
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    ref.eval()
+    return ref
 
 
 def _sampled_entropy(turns: Sequence[Turn]) -> float:

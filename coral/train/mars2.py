@@ -278,14 +278,15 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
     scale = ScaleOut(cfg.ray_address)
     try:
         policies, fresh = _initial_policies(cfg, run, policies, train, sandbox, progress)
-        learners = [AgentLearner(f"agent{i}", p, cfg.rl) for i, p in enumerate(policies)]
+        if fresh is not None:  # a cold start is needed: no checkpoint holds its result yet
+            sft_agents(cfg, policies, fresh, progress, checkpoint_dir=run.out / "sft_ckpt")
+        refs = cold_references(cfg, run.out / "cold_start", policies, saved=cfg.resume and run.latest() is not None)
+        learners = [AgentLearner(f"agent{i}", p, cfg.rl, reference=refs[i]) for i, p in enumerate(policies)]
         agents = {f"agent{i}": TrainedAgent(p, lrn) for i, (p, lrn) in enumerate(zip(policies, learners, strict=True))}
         state = run.restore(agents) if cfg.resume else None
         if state is not None and progress:
             print(f"resumed from {run.latest()} (step {state['step']})", flush=True)
         if state is None:
-            if fresh is not None:  # a cold start is needed: no checkpoint holds its result yet
-                sft_agents(cfg, policies, fresh, progress, checkpoint_dir=run.out / "sft_ckpt")
             state = new_state(before=evaluate_search(cfg, policies, test, sandbox)[0] if eval_before else None)
             run.save(agents, state)  # step 0: the cold start's result
             shutil.rmtree(run.out / "sft_ckpt", ignore_errors=True)
@@ -312,6 +313,28 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
     summary = {"seed": cfg.seed, "before": state["before"], "after": after}
     (run.out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def cold_references(cfg: MARS2Config, where: Path, policies: Sequence[Any], saved: bool) -> list[Any]:
+    """Per agent, a frozen copy of its cold start for the logged KL (cfg.rl.log_kl; else None), written to
+    `where`/agent{i} so that a resumed run (`saved`) reads the cold start back instead of its current weights."""
+    from coral.policy.hf import HFPolicy
+    from coral.train.grpo import frozen_copy
+
+    if not cfg.rl.log_kl:
+        return [None] * len(policies)
+    refs = []
+    for i, policy in enumerate(policies):
+        path = where / f"agent{i}"
+        if saved:
+            if not path.is_dir():
+                raise FileNotFoundError(f"rl.log_kl needs the cold start of agent{i} at {path}, written before RL; "
+                                        "it is missing, so this run cannot resume with log_kl")
+            refs.append(frozen_copy(HFPolicy.load(path)))
+        else:
+            refs.append(frozen_copy(policy))
+            refs[-1].save(path)
+    return refs
 
 
 def _initial_policies(cfg: MARS2Config, run: Run, given: Sequence[Any] | None, train: Sequence[Task], sandbox: SandboxProtocol,

@@ -36,13 +36,17 @@ def test_analysis_uses_the_coders_reward_in_a_corecode_log(training, tmp_path):
 
 
 def test_analysis_reads_entropy_and_flat_groups_where_the_run_logged_them(training, tmp_path):
-    steps = [{"step": i, "reward": 0.5, "agent0/entropy": e0, "agent1/entropy": e1, "zero_variance_trees": z}
-             for i, (e0, e1, z) in enumerate([(2.0, 4.0, 0.5), (1.0, 3.0, 0.25), (0.5, 1.5, 0.0)], 1)]
+    steps = [{"step": i, "reward": 0.5, "agent0/entropy": e0, "agent1/entropy": e1, "zero_variance_trees": z,
+              "agent0/kl_ref": k, "agent1/kl_ref": 3 * k}
+             for i, (e0, e1, z, k) in enumerate([(2.0, 4.0, 0.5, 0.0), (1.0, 3.0, 0.25, 0.01), (0.5, 1.5, 0.0, 0.02)], 1)]
     a = training.run_analysis(write_log(tmp_path / "metrics.jsonl", steps), window=1)
     assert a["entropy_first"] == pytest.approx(3.0) and a["entropy_last"] == pytest.approx(1.0)
+    assert a["kl_ref_first"] == pytest.approx(0.0) and a["kl_ref_last"] == pytest.approx(0.04)
     assert a["zero_variance_groups"] == pytest.approx(0.25)
     old = training.run_analysis(write_log(tmp_path / "old.jsonl", [{"step": 1, "reward": 0.1}]))
-    assert "entropy_first" not in old  # a log from before these metrics: absent, not 0
+    assert "entropy_first" not in old and "kl_ref_last" not in old  # a log from before these metrics: absent, not 0
+    assert training.analysis_cells([a]) == ["0.500 → 0.500; nan; 0.25", "3.00 → 1.00; 0.0400"]  # no turns logged: nan
+    assert training.analysis_cells([a, old])[1] == "n/a → n/a; n/a"  # one seed without the figure: not averaged
 
 
 def test_analysis_of_a_missing_log_fails_loudly(training, tmp_path):

@@ -187,17 +187,19 @@ def test_a_killed_run_resumes_to_the_same_state(tmp_path):
     assert [[m[k] for k in keys] for m in resumed_metrics] == [[m[k] for k in keys] for m in clean_metrics]
 
 
-def test_kl_anchor_uses_the_saved_sft_policy_and_resume_needs_it(tmp_path):
+@pytest.mark.parametrize("key", ["kl", "kl_ref"])  # the loss's KL term; the logged-only KL (rl.log_kl)
+def test_kl_anchor_uses_the_saved_sft_policy_and_resume_needs_it(tmp_path, key):
     from coral.train.corecode import train_corecode
 
-    anchored = GRPOConfig(lr=1e-4, advantage="dr_grpo", loss=LossConfig(beta_kl=0.1))
+    anchored = GRPOConfig(lr=1e-4, advantage="dr_grpo", loss=LossConfig(beta_kl=0.1)) if key == "kl" else \
+        GRPOConfig(lr=1e-4, advantage="dr_grpo", log_kl=True)
     cfg = CoReCodeConfig(**{**SMALL, "rl_steps": 2, "rl": anchored, "out_dir": str(tmp_path / "run")})
     train_corecode(cfg, progress=False)
     run = tmp_path / "run"
     assert (run / "sft" / "planner").is_dir() and (run / "sft" / "coder").is_dir()
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    kl = {(int(m["step"]), role): m[f"{role}/kl"] for m in metrics for role in ("planner", "coder")
-          if f"{role}/kl" in m}
+    kl = {(int(m["step"]), role): m[f"{role}/{key}"] for m in metrics for role in ("planner", "coder")
+          if f"{role}/{key}" in m}
     assert kl, "no KL metric was logged"
     first = [v for (step, _), v in kl.items() if step == 1]
     assert first and all(v == pytest.approx(0.0, abs=1e-6) for v in first)  # step 1 starts at the reference

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -111,7 +113,7 @@ def test_logged_loss_is_the_token_weighted_loss_of_the_step(policy):
 
 
 def test_kl_to_the_reference_is_zero_before_and_positive_after_an_update(policy):
-    from coral.train.corecode_setup import frozen_copy
+    from coral.train.grpo import frozen_copy
     from coral.train.losses import LossConfig
 
     learner = AgentLearner("coder", policy, GRPOConfig(lr=1e-2, loss=LossConfig(beta_kl=0.1)),
@@ -125,10 +127,62 @@ def test_kl_to_the_reference_is_zero_before_and_positive_after_an_update(policy)
     assert all(not p.requires_grad for p in learner.reference.parameters())
 
 
+class _FixedReference:
+    """A reference whose logprobs are given by hand per completion (its token ids), right padded."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def forward(self, prompts, completions, temperature=1.0):
+        width = max(len(c) for c in completions)
+        out = torch.zeros(len(completions), width)
+        mask = torch.zeros(len(completions), width, dtype=torch.bool)
+        for i, row in enumerate(self.rows[tuple(c)] for c in completions):
+            out[i, : len(row)], mask[i, : len(row)] = torch.tensor(row), True
+        return out, mask
+
+
+def test_logged_kl_to_the_cold_start_is_the_token_mean_k3_of_the_sampled_logprobs(policy):
+    # turn 0: sampled (-1, -2), reference (-1.5, -2): k3 = e^-0.5 + 0.5 - 1 and 0
+    # turn 1: sampled (-0.5,), reference (-0.25,): k3 = e^0.25 - 0.25 - 1; token mean over 3 tokens
+    turns = [Turn("coder", "coder", 0, "p", "a", prompt_ids=[1], completion_ids=[5, 6], logprobs=[-1.0, -2.0],
+                  reward=1.0, advantage=0.0),
+             Turn("coder", "coder", 0, "p", "b", prompt_ids=[1], completion_ids=[7], logprobs=[-0.5],
+                  reward=1.0, advantage=0.0)]
+    learner = AgentLearner("coder", policy, GRPOConfig(log_kl=True, micro_batch_size=1),
+                           reference=_FixedReference({(5, 6): [-1.5, -2.0], (7,): [-0.25]}))
+    expected = ((math.exp(-0.5) + 0.5 - 1) + 0.0 + (math.exp(0.25) - 0.25 - 1)) / 3
+    assert learner._sampler_kl(turns) == pytest.approx(expected, abs=1e-6)
+    # every turn counts, trained or not (both advantages are 0 here: nothing is trained)
+    metrics = learner.update(turns)
+    assert metrics["kl_ref"] == pytest.approx(expected, abs=1e-6) and metrics["trained_turns"] == 0
+
+
+def test_logged_kl_is_zero_at_the_cold_start_and_grows_with_training(policy):
+    from coral.train.grpo import frozen_copy
+
+    learner = AgentLearner("coder", policy, GRPOConfig(lr=1e-2, log_kl=True), reference=frozen_copy(policy))
+    first = _rollout(policy, 6, seed=2)
+    for i, t in enumerate(first):
+        t.reward = float(i % 2)
+    assign_advantages(first, key=lambda t: 0)
+    assert learner.update(first)["kl_ref"] == pytest.approx(0.0, abs=1e-5)
+    assert "kl" not in learner.update(first)  # no KL term in the loss: beta_kl is 0
+    later = _rollout(policy, 6, seed=3)
+    for t in later:
+        t.reward, t.advantage = 0.0, 0.0
+    assert learner.update(later)["kl_ref"] > 1e-4
+
+
+def test_log_kl_without_a_reference_is_refused(policy):
+    with pytest.raises(ValueError, match="need a reference policy"):
+        AgentLearner("coder", policy, GRPOConfig(log_kl=True))
+
+
 def test_beta_kl_without_a_reference_is_refused(policy):
     from coral.train.losses import LossConfig
 
-    with pytest.raises(ValueError, match="needs a reference policy"):
+    with pytest.raises(ValueError, match="need a reference policy"):
         AgentLearner("coder", policy, GRPOConfig(loss=LossConfig(beta_kl=0.1)))
 
 

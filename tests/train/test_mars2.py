@@ -132,3 +132,46 @@ def test_a_killed_mars2_run_resumes_to_the_same_state(tmp_path):
     keys = ["step", "reward", "agent0/nodes", "agent1/nodes"]
     assert [[m[k] for k in keys] for m in read(crashed)] == [[m[k] for k in keys] for m in read(clean)]
     assert json.loads((crashed / "summary.json").read_text()) == json.loads((clean / "summary.json").read_text())
+
+
+def test_log_kl_measures_the_distance_to_the_cold_start_also_after_a_resume(tmp_path, monkeypatch):
+    """Step 1 samples from the cold start itself (KL about 0); a resumed run reads its reference back from
+    out_dir/cold_start, not from its trained weights, so the KL keeps growing after the resume."""
+    import coral.workflows.tree
+    from coral.config import from_mapping
+    from coral.train.mars2 import train_mars2
+
+    fields = {**TINY, "out_dir": str(tmp_path), "rl_steps": 2, "rl": {"lr": 3e-2, "log_kl": True}}
+    monkeypatch.setattr(coral.workflows.tree, "judge", _alternating_judge)  # rewards vary: the agents train
+    train_mars2(from_mapping(MARS2Config, fields), progress=False, eval_before=False)
+    assert (tmp_path / "cold_start" / "agent1").is_dir()
+    train_mars2(from_mapping(MARS2Config, {**fields, "rl_steps": 4, "resume": True}), progress=False)
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    kl = [max(r.get(f"agent{i}/kl_ref", 0.0) for i in range(2)) for r in rows]
+    assert all(f"agent{i}/kl_ref" in r for r in rows for i in range(2) if f"agent{i}/turns" in r)
+    assert kl[0] < 1e-3 and kl[3] > 10 * max(kl[0], 1e-5)
+
+
+def test_cold_references_are_read_back_on_resume_not_copied_from_the_current_weights(tmp_path):
+    import torch
+
+    from coral.policy import tiny_policy
+    from coral.train.grpo import GRPOConfig
+    from coral.train.mars2 import cold_references
+
+    cfg = MARS2Config(rl=GRPOConfig(log_kl=True))
+    policies = [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(2)]
+    cold = [{k: v.clone() for k, v in p.model.state_dict().items()} for p in policies]
+    cold_references(cfg, tmp_path, policies, saved=False)
+    with torch.no_grad():  # "training" after the cold start
+        for p in policies:
+            for q in p.parameters():
+                q.add_(1.0)
+    refs = cold_references(cfg, tmp_path, policies, saved=True)
+    for ref, state in zip(refs, cold, strict=True):
+        assert all(torch.equal(ref.model.state_dict()[k], v) for k, v in state.items())
+        assert not any(q.requires_grad for q in ref.parameters())
+    assert cold_references(MARS2Config(), tmp_path, policies, saved=True) == [None, None]
+    with pytest.raises(FileNotFoundError, match="agent0"):
+        cold_references(cfg, tmp_path / "nowhere", policies, saved=True)
