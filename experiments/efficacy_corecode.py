@@ -39,14 +39,16 @@ SINGLE = "single-coder GRPO"
 def corecode_config(cfg: TrainingStudyConfig, seed: int, name: str) -> Any:
     """The ablation run's CoReCodeConfig: the study's shared fields over `cfg.corecode`, the chain of
     `cfg.corecode_roles` (one debug round, one retrieved example, unless `cfg.corecode` says otherwise),
-    trained roles from `name`. Every variant of a seed has the same chain, so the same tokenizer and SFT."""
+    trained roles from `name`. Every variant of a seed has the same chain, so the same tokenizer and SFT: the
+    full variant trains it, the others start from it (`cold_start_from`) instead of training it again."""
     from coral.config import from_mapping
     from coral.train.corecode import CoReCodeConfig
 
     chain = {"debug_rounds": int("debugger" in cfg.corecode_roles), "retrieved_examples": int("retriever" in cfg.corecode_roles)}
     fields = {"n_fresh_tasks": 0, **chain, **cfg.corecode, "seed": seed, "rl_steps": cfg.rl_steps, "n_test_tasks": cfg.n_test_tasks,
               "tasks_per_step": cfg.tasks_per_step, "eval_samples_per_task": cfg.eval_samples_per_task,
-              "train_roles": list(corecode_variants(cfg.corecode_roles)[name]), "out_dir": run_dir(cfg, "corecode", seed, name)}
+              "train_roles": list(corecode_variants(cfg.corecode_roles)[name]), "out_dir": run_dir(cfg, "corecode", seed, name),
+              "cold_start_from": None if name == full_variant(cfg) else run_dir(cfg, "corecode", seed, full_variant(cfg))}
     ccfg = from_mapping(CoReCodeConfig, fields, "--set corecode")
     return replace(ccfg, sft=replace(ccfg.sft, epochs=cfg.sft_epochs), rl=replace(ccfg.rl, log_kl=True))
 
@@ -105,7 +107,8 @@ def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
 
     per_seed: dict[int, dict[str, Any]] = {}
     for seed in cfg.seeds:
-        runs = {name: _corecode_run(cfg, seed, name) for name in corecode_variants(cfg.corecode_roles)}
+        done = {full_variant(cfg): _corecode_run(cfg, seed, full_variant(cfg))}  # first: its cold start is shared
+        runs = {name: done.get(name) or _corecode_run(cfg, seed, name) for name in corecode_variants(cfg.corecode_roles)}
         with Sandbox(workers=2) as sandbox:
             runs[SINGLE] = _single_coder(cfg, seed, corecode_config(cfg, seed, full_variant(cfg)), sandbox)
         per_seed[seed] = runs

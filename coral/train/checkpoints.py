@@ -57,7 +57,7 @@ def save_checkpoint(root: str | Path, step: int, learners: dict[str, TrainedAgen
     tmp.mkdir()
     for name, learner in learners.items():
         (tmp / name).mkdir()
-        torch.save(_weights(learner.policy), tmp / name / "model.pt")
+        torch.save(policy_weights(learner.policy), tmp / name / "model.pt")
         torch.save(learner.state_dict(), tmp / name / "learner.pt")
     torch.save({"rng": rng_state(), **{k: v for k, v in trainer_state.items() if k != "metrics"}},
                tmp / "trainer.pt")
@@ -83,7 +83,7 @@ def load_checkpoint(path: str | Path, learners: dict[str, TrainedAgent]) -> dict
     for name, learner in learners.items():
         if not (path / name).is_dir():
             raise FileNotFoundError(f"checkpoint {path} has no agent {name!r}")
-        _load_weights(learner.policy, torch.load(path / name / "model.pt", weights_only=True))
+        load_weights(learner.policy, torch.load(path / name / "model.pt", weights_only=True))
         learner.load_state_dict(torch.load(path / name / "learner.pt", weights_only=False))
     state = torch.load(path / "trainer.pt", weights_only=False)
     set_rng_state(state.pop("rng"))
@@ -91,13 +91,13 @@ def load_checkpoint(path: str | Path, learners: dict[str, TrainedAgent]) -> dict
     return state
 
 
-def _weights(policy: Any) -> dict[str, torch.Tensor]:
+def policy_weights(policy: Any) -> dict[str, torch.Tensor]:
     """What a checkpoint keeps of a policy: its own state_dict() when it has one (an adapter on a shared
     base: that adapter only), else its model's."""
     return policy.state_dict() if hasattr(policy, "state_dict") else policy.model.state_dict()
 
 
-def _load_weights(policy: Any, state: dict[str, torch.Tensor]) -> None:
+def load_weights(policy: Any, state: dict[str, torch.Tensor]) -> None:
     if hasattr(policy, "load_state_dict"):
         policy.load_state_dict(state)
     else:

@@ -36,6 +36,7 @@ from coral.scale import ScaleOut
 from coral.train.checkpoints import TrainedAgent
 from coral.train.corecode_config import RESUMABLE_CHANGES, CoReCodeConfig
 from coral.train.corecode_eval import EvalSet, eval_sets, evaluate_sets, fmt_change, paired_change_between
+from coral.train.corecode_fork import fork_cold_start, save_cold_start
 from coral.train.corecode_setup import (
     build_policies,
     make_agents,
@@ -121,7 +122,25 @@ def _resume(cfg: CoReCodeConfig, run: Run, policies: dict[str, Any], sets: list[
 
 def _cold_start(cfg: CoReCodeConfig, run: Run, policies: dict[str, Any], train: list[Task],
                 sets: list[EvalSet], sandbox: SandboxProtocol, progress: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-    """SFT of both roles (resumable), evaluation after SFT, and the step-0 checkpoint."""
+    """SFT of every role (resumable) and the evaluation after it, or both taken from the run in
+    `cfg.cold_start_from`; the cold start kept in out_dir/sft/cold_start; the step-0 checkpoint."""
+    say = functools.partial(_say, progress)
+    if cfg.cold_start_from:
+        state = fork_cold_start(cfg, run.out, policies, [s.dir_name("sft") for s in sets])
+        say(f"cold start from {cfg.cold_start_from}: " + ", ".join(
+            f"pass@1 after SFT {s.what}, {s.how(cfg.rl.temperature)}: {state[s.dir_name('sft')]['pass@1']:.3f}" for s in sets))
+    else:
+        state = _sft_and_evaluate(cfg, policies, train, sets, sandbox, progress)
+    save_cold_start(run.out, policies, state)
+    learners = make_learners(cfg, policies, sft_references(cfg, policies, saved=False))
+    run.save({role: TrainedAgent(policies[role], learners.get(role)) for role in policies}, state)
+    shutil.rmtree(sft_checkpoint_dir(cfg), ignore_errors=True)  # the step-0 checkpoint holds the SFT result
+    return learners, state
+
+
+def _sft_and_evaluate(cfg: CoReCodeConfig, policies: dict[str, Any], train: list[Task], sets: list[EvalSet],
+                      sandbox: SandboxProtocol, progress: bool) -> dict[str, Any]:
+    """SFT of every role (resumable from its SFT checkpoints), then every evaluation set; the state after."""
     say = functools.partial(_say, progress)
     state = new_state(sft_loss={})
     n_sft = len(sft_tasks(cfg.splits, train))
@@ -139,14 +158,11 @@ def _cold_start(cfg: CoReCodeConfig, run: Run, policies: dict[str, Any], train: 
         say(f"SFT {role}: loss {curve[0]:.3f} -> {curve[-1]:.3f}")
     state["sft_s"] = time.perf_counter() - t_sft
     say(f"SFT took {state['sft_s'] / 60:.1f} min")
-    learners = make_learners(cfg, policies, sft_references(cfg, policies, saved=False))
     state.update(evaluate_sets(cfg, policies, sets, sandbox, "sft", say))
     if cfg.eval_samples_per_task:
         sampled = state["eval_sft_sampled"]
         _warn_if_unparsed(cfg, sampled["parse_failures"] / max(sampled["samples"], 1), "after SFT (held-out test split)")
-    run.save({role: TrainedAgent(policies[role], learners.get(role)) for role in policies}, state)
-    shutil.rmtree(sft_checkpoint_dir(cfg), ignore_errors=True)  # the step-0 checkpoint holds the SFT result
-    return learners, state
+    return state
 
 
 def _summary(cfg: CoReCodeConfig, out: Path, sets: list[EvalSet], state: dict[str, Any], after: dict[str, Any],

@@ -49,6 +49,10 @@ class CoReCodeConfig:
     rl_max_depth: int | None = None  # RL on train-split tasks up to this depth (None: max_depth, SFT's tasks)
     # share of the train split's skeletons kept out of SFT, on which RL alone trains (0: RL on SFT's tasks)
     rl_skeleton_fraction: float = 0.0
+    # a run directory whose cold start (SFT weights and the evaluation after SFT, kept in its sft/cold_start)
+    # this run starts from instead of training its own; its config may differ from this one in RL settings
+    # only (train_roles, rl.*, rl_steps, ...: corecode_fork.may_differ). For ablations from one cold start
+    cold_start_from: str | None = None
     model: str = "tiny"  # "tiny": two fresh tiny models with a tokenizer trained on the data; else a model path
     # tiny models: the roles whose cold-start text trains the tokenizer (None: the chain's roles). Give every
     # arm of a roles ablation all its roles, so that the arms' planners and coders are the same models

@@ -133,7 +133,8 @@ class Run:
         return save_checkpoint(self.ckpt_root, int(state["step"]), dict(agents), state)
 
 
-def check_resumable_config(path: Path, config: Any, may_change: Sequence[str]) -> None:
+def check_resumable_config(path: Path, config: Any, may_change: Sequence[str],
+                           advice: str = "use another out_dir or resume: false") -> None:
     """Refuse (UserInputError naming the field, both values and the file) to resume a run whose `path`
     (config.json) differs from `config` in a field outside `may_change`: a run resumed under other
     settings would mix two runs in one set of figures. Fields on one side only (added or removed by
@@ -142,19 +143,19 @@ def check_resumable_config(path: Path, config: Any, may_change: Sequence[str]) -
 
     if not path.is_file():
         return
-    mine = _flat(json.loads(json.dumps(asdict(config) if is_dataclass(config) else dict(config))))
-    theirs = _flat(json.loads(path.read_text()))
+    mine = flat_fields(json.loads(json.dumps(asdict(config) if is_dataclass(config) else dict(config))))
+    theirs = flat_fields(json.loads(path.read_text()))
     diff = sorted(k for k in mine.keys() & theirs.keys() if k not in may_change and mine[k] != theirs[k])
     if diff:
         raise UserInputError(f"{path}: the run was written with another config (field {diff[0]!r}: "
-                             f"{theirs[diff[0]]!r}, now {mine[diff[0]]!r}); use another out_dir or resume: false")
+                             f"{theirs[diff[0]]!r}, now {mine[diff[0]]!r}); {advice}")
 
 
-def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def flat_fields(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested mappings as one mapping of dotted names."""
     out: dict[str, Any] = {}
     for key, value in data.items():
-        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, Mapping) else {prefix + key: value})
+        out.update(flat_fields(value, f"{prefix}{key}.") if isinstance(value, Mapping) else {prefix + key: value})
     return out
 
 

@@ -111,6 +111,7 @@ def test_a_tiny_corecode_ablation_reports_every_variant_and_the_single_coder(tra
     runs = saved["numbers"]["per_seed"]["0"]
     assert set(runs) == {*training.CORECODE_VARIANTS, "single-coder GRPO"}
     assert all(len(r["rl"]) == 3 for r in runs.values())  # the same 3 test tasks for every run
+    assert len({json.dumps(r["sft"], sort_keys=True) for n, r in runs.items() if n != "single-coder GRPO"}) == 1  # one cold start
     assert "against single-coder GRPO after RL" in md.read_text()
 
 
@@ -135,5 +136,9 @@ def test_study_c_with_a_debugger_turns_each_roles_rl_on_and_off_on_one_chain(tra
     assert {c.chain_roles for c in configs.values()} == {("planner", "coder", "debugger")}  # one chain, one SFT
     assert configs["debugger RL only"].train_roles == ("debugger",)
     assert corecode.full_variant(cfg) == "all roles RL (CoRe-Code)"
+    # every other variant starts from the full variant's cold start instead of training the same one again
+    full = configs["all roles RL (CoRe-Code)"]
+    assert full.cold_start_from is None
+    assert {c.cold_start_from for n, c in configs.items() if n != "all roles RL (CoRe-Code)"} == {full.out_dir}
     with pytest.raises(ValueError, match="field 'corecode_roles' must hold planner and coder"):
         training.TrainingStudyConfig(corecode_roles=("coder", "debugger"))
