@@ -17,6 +17,7 @@ This module does NOT change either recipe; see experiments/efficacy_training.py 
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,10 @@ def _corecode_run(cfg: TrainingStudyConfig, seed: int, name: str) -> dict[str, A
     from coral.train.corecode import train_corecode
 
     ccfg = corecode_config(cfg, seed, name)
-    summary = train_corecode(ccfg, progress=False)
     out = Path(ccfg.out_dir)
+    # a finished run of this very config is read back (a rerun of the study, or seeds run in parallel
+    # processes and tabled together); another config there is refused by the recipe's resume guard
+    summary = json.loads((out / "summary.json").read_text()) if finished(out, ccfg) else train_corecode(ccfg, progress=False)
     return {"sft": task_pass_rates(out / "eval_sft_sampled" / "samples.jsonl"),
             "rl": task_pass_rates(out / "eval_rl_sampled" / "samples.jsonl"),
             "greedy": {"sft": summary["pass@1_sft"], "rl": summary["pass@1_rl"]},
@@ -88,6 +91,9 @@ def _single_coder(cfg: TrainingStudyConfig, seed: int, ccfg: Any, sandbox: Any) 
                        out_dir=run_dir(cfg, "corecode", seed, SINGLE))
     mcfg = replace(base, sft=replace(base.sft, epochs=ccfg.sft.epochs, lr=ccfg.sft.lr, batch_size=ccfg.sft.batch_size),
                    rl=replace(base.rl, lr=ccfg.rl.lr, log_kl=True))
+    done = Path(mcfg.out_dir) / "pass_rates.json"
+    if finished(Path(mcfg.out_dir), mcfg) and done.is_file():
+        return {**json.loads(done.read_text()), "analysis": run_analysis(Path(mcfg.out_dir) / "metrics.jsonl")}
     train, test = build_tasks(mcfg.splits)
     cold = cached_cold_start(mcfg, train, sandbox, Path(cfg.cold_cache))
     # train_mars2 searches its second task list after RL: one validation task, so the test split is searched once
@@ -99,7 +105,15 @@ def _single_coder(cfg: TrainingStudyConfig, seed: int, ccfg: Any, sandbox: Any) 
         trees = search(test, make_tree_agents(mcfg, policies), sandbox,
                        TreeConfig("best_of_n", cfg.eval_samples_per_task, seed=seed), step=EVAL_STEP)
         rates[when] = {t.task_id: sample_pass_rate([t]) for t in trees}
+    done.write_text(json.dumps(rates))
     return {**rates, "analysis": run_analysis(Path(mcfg.out_dir) / "metrics.jsonl")}
+
+
+def finished(out: Path, config: Any) -> bool:
+    """`out` holds a finished run (summary.json) written with exactly `config`."""
+    saved = out / "config.json"
+    return ((out / "summary.json").is_file() and saved.is_file()
+            and json.loads(saved.read_text()) == json.loads(json.dumps(asdict(config))))
 
 
 def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:

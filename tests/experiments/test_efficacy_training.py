@@ -113,6 +113,19 @@ def test_a_tiny_corecode_ablation_reports_every_variant_and_the_single_coder(tra
     assert all(len(r["rl"]) == 3 for r in runs.values())  # the same 3 test tasks for every run
     assert len({json.dumps(r["sft"], sort_keys=True) for n, r in runs.items() if n != "single-coder GRPO"}) == 1  # one cold start
     assert "against single-coder GRPO after RL" in md.read_text()
+    # run again: every finished run is read back, none trained or searched again, the same numbers
+    import coral.train.corecode
+    import coral.train.mars2
+
+    def refuse(*a, **k):
+        raise AssertionError("a finished run was run again")
+
+    for module, name in ((coral.train.corecode, "train_corecode"), (coral.train.mars2, "train_mars2"),
+                         (sys.modules["mars2_compare"], "cached_cold_start")):
+        monkeypatch.setattr(module, name, refuse)
+    load_experiment("efficacy").main()
+    again = json.loads((tmp_path / "out" / "corecode" / "results.json").read_text())["numbers"]["per_seed"]["0"]
+    assert again == runs
 
 
 def test_a_corecode_field_the_recipe_does_not_know_is_named(training, load_experiment):
