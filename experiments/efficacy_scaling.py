@@ -103,6 +103,32 @@ def sample_pass_rate(trees: Sequence[Any]) -> float:
     return sum(n.private is not None and n.private.passed for n in nodes) / len(nodes)
 
 
+def node_stats(trees: Sequence[Any]) -> dict[str, list[int]]:
+    """Why a search helps or not: [passing, all] private verdicts of the nodes, by kind (a fresh answer
+    to the task; a refinement of a failing or of a passing code) and by agent."""
+    out: dict[str, list[int]] = {}
+    for tree in trees:
+        for node in tree.nodes[1:]:
+            parent = tree.nodes[node.parent]
+            kind = ("fresh answer" if node.depth == 1 else
+                    "refinement of a passing code" if parent.private is not None and parent.private.passed else
+                    "refinement of a failing code")
+            for key in (kind, f"{node.agent}'s nodes"):
+                count = out.setdefault(key, [0, 0])
+                count[0] += int(node.private is not None and node.private.passed)
+                count[1] += 1
+    return out
+
+
+def why_table(stats: Mapping[str, Mapping[str, Sequence[int]]]) -> str:
+    """Per method: private pass rate (and node count) of each kind of node and of each agent's nodes, over
+    every test tree of every seed at the largest budget."""
+    keys = sorted({k for s in stats.values() for k in s}, key=lambda k: (not k.startswith(("fresh", "refinement")), k))
+    rows = [[method, *(f"{s[k][0] / s[k][1]:.3f} ({s[k][1]})" if s.get(k) else "-" for k in keys)]
+            for method, s in stats.items()]
+    return markdown_table(["method (all nodes of all test trees)", *keys], rows)
+
+
 def _grow(policies: Sequence[Any], tasks: Sequence[Any], algorithm: str, budget: int, seed: int,
           sandbox: Any, path: Path, max_new_tokens: int) -> list[Any]:
     """One tree per task (loaded from `path` when an earlier run grew it with the same settings)."""
@@ -165,11 +191,13 @@ def too_weak(val: Mapping[str, Any], min_rate: float) -> str | None:
 
 
 def evaluate_test(cfg: ScalingConfig, cold: Mapping[int, list[Any]], depth: tuple[int, int], sandbox: Any,
-         ) -> dict[str, dict[int, dict[int, dict[str, dict[str, float]]]]]:
-    """method -> seed -> budget -> figure -> task -> 0/1, on each seed's own test tasks."""
+         ) -> tuple[dict[str, dict[int, Any]], dict[str, dict[str, list[int]]]]:
+    """(method -> seed -> budget -> figure -> task -> 0/1, on each seed's own test tasks; method -> node_stats
+    summed over seeds)."""
     from coral.benchmarks.procedural import make_tasks
 
     figures: dict[str, dict[int, Any]] = {m: {} for m in METHODS}
+    stats: dict[str, dict[str, list[int]]] = {}
     for seed in cfg.seeds:
         # seed + 1, as coral.benchmarks.splits.build_tasks draws the test split of a seed
         tasks = make_tasks(cfg.n_test_tasks, "test", min_depth=depth[0], max_depth=depth[1], seed=seed + 1)
@@ -178,10 +206,13 @@ def evaluate_test(cfg: ScalingConfig, cold: Mapping[int, list[Any]], depth: tupl
             trees = _grow(cold[seed][:n_agents], tasks, algorithm, max(cfg.budgets), seed, sandbox,
                           Path(cfg.out) / f"seed{seed}" / f"test_{algorithm}_{n_agents}.json", cfg.max_new_tokens)
             figures[method][seed] = budget_figures(trees, cfg.budgets)
+            for key, (ok, n) in node_stats(trees).items():
+                count = stats.setdefault(method, {}).setdefault(key, [0, 0])
+                count[0], count[1] = count[0] + ok, count[1] + n
             top = figures[method][seed][max(cfg.budgets)]
             print(f"test seed {seed} {method}: pass@1 {mean_rate(top['pass@1']):.3f} pass@N {mean_rate(top['pass@n']):.3f} "
                   f"({time.perf_counter() - t0:.0f}s)", flush=True)
-    return figures
+    return figures, stats
 
 
 def summarise(figures: Mapping[str, Mapping[int, Any]], budgets: Sequence[int]) -> dict[str, Any]:
@@ -233,9 +264,10 @@ def run(cfg: ScalingConfig) -> dict[str, Any]:
             raise RuntimeError(stop)
         lo, hi = (int(x) for x in val["chosen"].split("-"))
         print(f"chosen on validation: depth {lo}-{hi} (per-sample pass rate {val['mean'][val['chosen']]:.3f})", flush=True)
-        figures = evaluate_test(cfg, cold, (lo, hi), sandbox)
+        figures, stats = evaluate_test(cfg, cold, (lo, hi), sandbox)
     summary = summarise(figures, cfg.budgets)
-    numbers = {"validation": val, "depth": [lo, hi], "summary": summary, "wall_s": time.perf_counter() - t0}
+    numbers = {"validation": val, "depth": [lo, hi], "summary": summary, "node_stats": stats,
+               "wall_s": time.perf_counter() - t0}
     save_run(Path(cfg.out) / "results.json", asdict(cfg), numbers, per_task=figures)
     md = Path(cfg.results_md)
     svg = md.with_name("efficacy_scaling.svg")
@@ -246,5 +278,7 @@ def run(cfg: ScalingConfig) -> dict[str, Any]:
             f"seed, seeds {list(cfg.seeds)}, cold start {cfg.sft_epochs:g} epochs "
             + ("(one per seed)" if cfg.cold_start_seed is None else f"(seed {cfg.cold_start_seed}'s, shared by all seeds)")
             + f". Plot: `{svg.name}`.\n\n")
-    write_section(md, "scaling", head + table(summary, cfg.budgets))
+    why = ("\nWhy, from the test trees (private pass rate of each kind of node, node count in brackets):\n\n"
+           + why_table(stats))
+    write_section(md, "scaling", head + table(summary, cfg.budgets) + why)
     return numbers

@@ -56,6 +56,24 @@ def test_sample_pass_rate_counts_every_node(scaling):
     assert scaling.sample_pass_rate(trees) == pytest.approx(3 / 4)
 
 
+def test_node_stats_split_fresh_answers_refinements_and_agents(scaling):
+    from coral.workflows.tree import Tree
+
+    pub = verdict(True)
+    tree = Tree.new("a")
+    tree.add(0, "agent0", "c1", None, pub, verdict(False), 1.0)  # 1: fresh, fails
+    tree.add(0, "agent1", "c2", None, pub, verdict(True), 1.0)  # 2: fresh, passes
+    tree.add(1, "agent0", "c3", None, pub, verdict(True), 1.0)  # 3: refines failing 1, passes
+    tree.add(1, "agent1", "c4", None, pub, verdict(False), 1.0)  # 4: refines failing 1, fails
+    tree.add(2, "agent0", "c5", None, pub, verdict(True), 1.0)  # 5: refines passing 2, passes
+    stats = scaling.node_stats([tree])
+    assert stats == {"fresh answer": [1, 2], "refinement of a failing code": [1, 2],
+                     "refinement of a passing code": [1, 1], "agent0's nodes": [2, 3], "agent1's nodes": [1, 2]}
+    text = scaling.why_table({"m": stats, "n": {"fresh answer": [0, 4]}})
+    assert "| m | 0.500 (2) | 0.500 (2) | 1.000 (1) | 0.667 (3) | 0.500 (2) |" in text
+    assert "| n | 0.000 (4) | - | - | - | - |" in text
+
+
 class HashSandbox:
     """Each test passes or fails by a hash of (code, test): varied, deterministic scores without running code."""
 
