@@ -54,11 +54,11 @@ class ScalingConfig:
     n_val_tasks: int = 30  # validation-split tasks per seed and depth range
     val_budget: int = 4  # samples per validation task (the per-sample pass rate is the figure)
     depths: tuple[tuple[int, int], ...] = ((1, 2), (2, 2), (3, 3))  # candidate (min, max) composition depths
-    # The cold start, sized for a shared 2-core machine (MARS2's defaults: 2 epochs, 3000 tasks, 1000
-    # refine examples, one cold start per seed; the cache key holds all of them)
-    sft_epochs: float = 3.0
-    n_train_tasks: int = 1000  # the cold start's train-split tasks (solve examples)
-    refine_examples: int = 300  # the cold start's refine-from-feedback examples
+    # The cold start (MARS2's defaults but 6 epochs, as CoRe-Code's; the cache key holds all of them). 3 epochs
+    # on 1000 tasks + 300 refine examples solved nothing on validation (docs/results/efficacy.md)
+    sft_epochs: float = 6.0
+    n_train_tasks: int = 3000  # the cold start's train-split tasks (solve examples)
+    refine_examples: int = 1000  # the cold start's refine-from-feedback examples
     # None: each seed its own cold start; a seed: every seed searches with that seed's cold-started agents
     # (seeds then differ in test tasks and sampling streams only: cheaper, and blind to cold-start spread)
     cold_start_seed: int | None = 0
