@@ -123,8 +123,9 @@ def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
     for seed in cfg.seeds:
         done = {full_variant(cfg): _corecode_run(cfg, seed, full_variant(cfg))}  # first: its cold start is shared
         runs = {name: done.get(name) or _corecode_run(cfg, seed, name) for name in corecode_variants(cfg.corecode_roles)}
-        with Sandbox(workers=2) as sandbox:
-            runs[SINGLE] = _single_coder(cfg, seed, corecode_config(cfg, seed, full_variant(cfg)), sandbox)
+        if cfg.single_coder:
+            with Sandbox(workers=2) as sandbox:
+                runs[SINGLE] = _single_coder(cfg, seed, corecode_config(cfg, seed, full_variant(cfg)), sandbox)
         per_seed[seed] = runs
     table = _corecode_rows(per_seed, full_variant(cfg))
     save_run(Path(cfg.out) / "corecode" / "results.json", asdict(cfg), {"per_seed": per_seed})
@@ -132,6 +133,13 @@ def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
             f"{cfg.eval_samples_per_task} samples per task at the RL temperature; CoRe-Code at its defaults.\n\n")
     write_section(Path(cfg.results_md), "corecode", head + table)
     return {"per_seed": per_seed}
+
+
+def _greedy(per_seed: dict[int, dict[str, Any]], name: str) -> str:
+    runs = [per_seed[s][name] for s in sorted(per_seed)]
+    if any("greedy" not in r for r in runs):  # the single coder is scored by sampling only
+        return "-"
+    return " → ".join(f"{sum(r['greedy'][w] for r in runs) / len(runs):.3f}" for w in ("sft", "rl"))
 
 
 def full_variant(cfg: TrainingStudyConfig) -> str:
@@ -147,10 +155,13 @@ def _corecode_rows(per_seed: dict[int, dict[str, Any]], both: str) -> str:
         after = {s: per_seed[s][name]["rl"] for s in seeds}
         rows.append([name, fmt_mean_se(over_seeds({s: mean_rate(before[s]) for s in seeds})),
                      fmt_mean_se(over_seeds({s: mean_rate(after[s]) for s in seeds})),
-                     fmt_change(pooled_paired_change(before, after)),
+                     fmt_change(pooled_paired_change(before, after)), _greedy(per_seed, name),
                      *analysis_cells([per_seed[s][name]["analysis"] for s in seeds])])
-    vs = pooled_paired_change({s: per_seed[s][SINGLE]["rl"] for s in seeds}, {s: per_seed[s][both]["rl"] for s in seeds})
-    return (markdown_table(["variant", "SFT only (its own cold start)", "after RL", "change (paired, pooled over seeds)",
+    vs = (pooled_paired_change({s: per_seed[s][SINGLE]["rl"] for s in seeds}, {s: per_seed[s][both]["rl"] for s in seeds})
+          if SINGLE in per_seed[seeds[0]] else None)
+    return (markdown_table(["variant", "SFT only (sampled pass@1)", "after RL", "change (paired, pooled over seeds)",
+                            "greedy pass@1 SFT → RL (mean over seeds)",
                             "train reward first → last 3 steps; zero-advantage turns; flat groups",
                             "entropy first → last; KL to cold start last"], rows)
-            + f"\nCoRe-Code after RL against single-coder GRPO after RL (paired per task): {fmt_change(vs)}\n")
+            + ("\nSingle-coder GRPO was not run (`single_coder: false`).\n" if vs is None else
+               f"\nCoRe-Code after RL against single-coder GRPO after RL (paired per task): {fmt_change(vs)}\n"))

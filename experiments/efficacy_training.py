@@ -77,6 +77,7 @@ class TrainingStudyConfig:
     # C: the chain's roles (planner and coder, plus retriever and/or debugger); each role's RL on and off
     corecode_roles: tuple[str, ...] = ("planner", "coder")
     eval_samples_per_task: int = 4  # C: samples per test task for sampled pass@1
+    single_coder: bool = True  # C: also train and score single-coder GRPO (false: the role ablation only)
     out: str = "runs/efficacy"
     cold_cache: str = "runs/efficacy_cold"
     results_md: str = "docs/results/efficacy.md"

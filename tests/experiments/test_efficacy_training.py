@@ -155,3 +155,12 @@ def test_study_c_with_a_debugger_turns_each_roles_rl_on_and_off_on_one_chain(tra
     assert {c.cold_start_from for n, c in configs.items() if n != "all roles RL (CoRe-Code)"} == {full.out_dir}
     with pytest.raises(ValueError, match="field 'corecode_roles' must hold planner and coder"):
         training.TrainingStudyConfig(corecode_roles=("coder", "debugger"))
+
+
+def test_the_corecode_table_without_the_single_coder_says_so(training, load_experiment):
+    corecode = load_experiment("efficacy_corecode")
+    run = {"sft": {"a": 0.5, "b": 1.0}, "rl": {"a": 1.0, "b": 1.0}, "greedy": {"sft": 0.5, "rl": 0.75},
+           "analysis": {"reward_first": 0.5, "reward_last": 0.7, "zero_advantage_turns": 0.4}}
+    text = corecode._corecode_rows({0: {"both (CoRe-Code)": run}}, "both (CoRe-Code)")
+    assert "| both (CoRe-Code) | 0.750 ± n/a | 1.000 ± n/a |" in text and "| 0.500 → 0.750 |" in text
+    assert "Single-coder GRPO was not run" in text
