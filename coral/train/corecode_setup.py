@@ -100,21 +100,10 @@ def sft_references(cfg: CoReCodeConfig, policies: dict[str, Any], saved: bool) -
     they are copies of the policies, also written to out_dir/sft; on resume (`saved`) they are read back."""
     if cfg.rl.loss.beta_kl == 0 and not cfg.rl.log_kl:
         return {}
-    from coral.policy.hf import HFPolicy
-    from coral.train.grpo import frozen_copy
+    from coral.train.grpo import saved_references
 
-    refs = {}
-    for role in cfg.train_roles:
-        where = Path(cfg.out_dir) / "sft" / role
-        if saved:
-            if not where.is_dir():
-                raise FileNotFoundError(f"rl.loss.beta_kl > 0 / rl.log_kl needs the SFT reference of {role!r} at "
-                                        f"{where}, written after SFT; it is missing, so this run cannot resume with a KL")
-            refs[role] = frozen_copy(HFPolicy.load(where))
-        else:
-            refs[role] = frozen_copy(policies[role])
-            refs[role].save(where)
-    return refs
+    return saved_references({role: policies[role] for role in cfg.train_roles},
+                            {role: Path(cfg.out_dir) / "sft" / role for role in cfg.train_roles}, saved, "SFT reference")
 
 
 def make_learners(cfg: CoReCodeConfig, policies: dict[str, Any], references: dict[str, Any]) -> dict[str, Any]:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -267,6 +268,26 @@ def frozen_copy(policy: Any) -> Any:
         p.requires_grad_(False)
     ref.eval()
     return ref
+
+
+def saved_references(policies: Mapping[str, Any], dirs: Mapping[str, Path], saved: bool, what: str) -> dict[str, Any]:
+    """A frozen copy of each named policy for a KL reference (`frozen_copy`), also written to its folder in
+    `dirs`; with `saved` (a resumed run), read back from there instead of copied from the current weights.
+    A missing folder is an error naming `what` (e.g. "SFT reference") and the policy."""
+    from coral.policy.hf import HFPolicy
+
+    refs = {}
+    for name, policy in policies.items():
+        where = Path(dirs[name])
+        if saved:
+            if not where.is_dir():
+                raise FileNotFoundError(f"a KL (rl.loss.beta_kl > 0 / rl.log_kl) needs the {what} of {name!r} at {where}, "
+                                        "written before RL; it is missing, so this run cannot resume with a KL")
+            refs[name] = frozen_copy(HFPolicy.load(where))
+        else:
+            refs[name] = frozen_copy(policy)
+            refs[name].save(where)
+    return refs
 
 
 def _sampled_entropy(turns: Sequence[Turn]) -> float:

@@ -318,23 +318,13 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
 def cold_references(cfg: MARS2Config, where: Path, policies: Sequence[Any], saved: bool) -> list[Any]:
     """Per agent, a frozen copy of its cold start for the logged KL (cfg.rl.log_kl; else None), written to
     `where`/agent{i} so that a resumed run (`saved`) reads the cold start back instead of its current weights."""
-    from coral.policy.hf import HFPolicy
-    from coral.train.grpo import frozen_copy
+    from coral.train.grpo import saved_references
 
     if not cfg.rl.log_kl:
         return [None] * len(policies)
-    refs = []
-    for i, policy in enumerate(policies):
-        path = where / f"agent{i}"
-        if saved:
-            if not path.is_dir():
-                raise FileNotFoundError(f"rl.log_kl needs the cold start of agent{i} at {path}, written before RL; "
-                                        "it is missing, so this run cannot resume with log_kl")
-            refs.append(frozen_copy(HFPolicy.load(path)))
-        else:
-            refs.append(frozen_copy(policy))
-            refs[-1].save(path)
-    return refs
+    names = [f"agent{i}" for i in range(len(policies))]
+    refs = saved_references(dict(zip(names, policies, strict=True)), {n: where / n for n in names}, saved, "cold start")
+    return [refs[n] for n in names]
 
 
 def _initial_policies(cfg: MARS2Config, run: Run, given: Sequence[Any] | None, train: Sequence[Task], sandbox: SandboxProtocol,
