@@ -32,7 +32,14 @@ from efficacy_protocol import (
     save_run,
     write_section,
 )
-from efficacy_training import TrainingStudyConfig, analysis_cells, corecode_variants, run_analysis, run_dir
+from efficacy_training import (
+    TrainingStudyConfig,
+    analysis_cells,
+    corecode_variants,
+    finished,
+    run_analysis,
+    run_dir,
+)
 
 SINGLE = "single-coder GRPO"
 
@@ -107,13 +114,6 @@ def _single_coder(cfg: TrainingStudyConfig, seed: int, ccfg: Any, sandbox: Any) 
         rates[when] = {t.task_id: sample_pass_rate([t]) for t in trees}
     done.write_text(json.dumps(rates))
     return {**rates, "analysis": run_analysis(Path(mcfg.out_dir) / "metrics.jsonl")}
-
-
-def finished(out: Path, config: Any) -> bool:
-    """`out` holds a finished run (summary.json) written with exactly `config`."""
-    saved = out / "config.json"
-    return ((out / "summary.json").is_file() and saved.is_file()
-            and json.loads(saved.read_text()) == json.loads(json.dumps(asdict(config))))
 
 
 def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:

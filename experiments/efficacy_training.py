@@ -5,6 +5,8 @@ shaping, at equal samples (same nodes per tree, tasks per step and RL steps), fr
 per seed (`sft_epochs`, 6 by default as CoRe-Code's). The RL learning rate of each variant is chosen on
 validation-split tasks (mean Pass@1 over seeds); the test split is then searched once per variant with the
 chosen run's final agents. Per-agent and system Pass@1 / Pass@N; paired changes against the cold start.
+Finished runs and searches of the same config are read back, so seeds can train in parallel processes
+(`mars2_test: false`, validation only) and one later run with every seed chooses the lrs and tests.
 
 C (`corecode`): the CoRe-Code ablation (coder RL only, planner RL only, both; each run's own SFT
 evaluation is the "SFT only" row) at the recipe's default settings (no tuning here), and single-coder
@@ -20,6 +22,7 @@ It does NOT tune CoRe-Code, and it reuses the recipes' trainers unchanged.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -78,6 +81,9 @@ class TrainingStudyConfig:
     corecode_roles: tuple[str, ...] = ("planner", "coder")
     eval_samples_per_task: int = 4  # C: samples per test task for sampled pass@1
     single_coder: bool = True  # C: also train and score single-coder GRPO (false: the role ablation only)
+    # B: false trains and scores on validation only, so seeds can run in parallel processes; a later run with
+    # every seed reads those runs back, chooses the lrs and searches the test split
+    mars2_test: bool = True
     out: str = "runs/efficacy"
     cold_cache: str = "runs/efficacy_cold"
     results_md: str = "docs/results/efficacy.md"
@@ -136,7 +142,8 @@ def _per_task(trees: Sequence[Any]) -> dict[str, dict[str, float]]:
 
 
 def _mars2_seed(cfg: TrainingStudyConfig, seed: int, sandbox: Any) -> dict[str, Any]:
-    """Cold-start test figures, and every (variant, lr) run trained and scored on validation."""
+    """Cold-start test figures, and every (variant, lr) run trained and scored on validation. Finished runs
+    and searches of the same config are read back, not run again."""
     from mars2_compare import cached_cold_start
 
     from coral.benchmarks.procedural import make_tasks
@@ -146,19 +153,56 @@ def _mars2_seed(cfg: TrainingStudyConfig, seed: int, sandbox: Any) -> dict[str, 
     mcfg = _mars2_base(cfg, seed)
     train, test = build_tasks(mcfg.splits)
     val = make_tasks(cfg.n_val_tasks, "validation", min_depth=mcfg.min_depth, max_depth=mcfg.max_depth, seed=seed)
-    cold = cached_cold_start(mcfg, train, sandbox, Path(cfg.cold_cache))
+    cold = functools.cache(lambda: cached_cold_start(mcfg, train, sandbox, Path(cfg.cold_cache)))
     out: dict[str, Any] = {"test": {}, "val": {}}
     for n in (1, 2):
-        metrics, trees = evaluate_search(replace(mcfg, agents=n), cold[:n], test, sandbox)
-        out["test"][f"cold start, {n} agent{'s' * (n > 1)}"] = {"metrics": metrics, **_per_task(trees)}
-    for name, overrides in MARS2_VARIANTS.items():
+        name, ncfg = f"cold start, {n} agent{'s' * (n > 1)}", replace(mcfg, agents=n)
+        where = Path(run_dir(cfg, "mars2", seed, name)) / "test.json"
+        numbers = read_back(where, ncfg)
+        if numbers is None:
+            metrics, trees = evaluate_search(ncfg, cold()[:n], test, sandbox)
+            numbers = write_back(where, ncfg, {"metrics": metrics, **_per_task(trees)})
+        out["test"][name] = numbers
+    for name in MARS2_VARIANTS:
         for lr in cfg.lrs:
-            vcfg = replace(mcfg, out_dir=run_dir(cfg, "mars2", seed, name, lr), rl=replace(mcfg.rl, lr=lr), **overrides)
-            summary = train_mars2(vcfg, policies=cold[:vcfg.agents], tasks=(train, val), sandbox=sandbox,
-                                  progress=False, eval_before=False)
+            vcfg = _variant_config(cfg, mcfg, name, lr)
+            if finished(Path(vcfg.out_dir), vcfg):
+                summary = json.loads((Path(vcfg.out_dir) / "summary.json").read_text())
+            else:
+                summary = train_mars2(vcfg, policies=cold()[:vcfg.agents], tasks=(train, val), sandbox=sandbox,
+                                      progress=False, eval_before=False)
             out["val"].setdefault(name, {})[lr] = summary["after"]["pass@1"]
             print(f"seed {seed} {name} lr {lr:g}: validation pass@1 {summary['after']['pass@1']:.3f}", flush=True)
     return out
+
+
+def _variant_config(cfg: TrainingStudyConfig, mcfg: Any, name: str, lr: float) -> Any:
+    return replace(mcfg, out_dir=run_dir(cfg, "mars2", mcfg.seed, name, lr), rl=replace(mcfg.rl, lr=lr),
+                   **MARS2_VARIANTS[name])
+
+
+def finished(out: Path, config: Any) -> bool:
+    """`out` holds a finished run (summary.json) written with exactly `config`."""
+    saved = out / "config.json"
+    return ((out / "summary.json").is_file() and saved.is_file()
+            and json.loads(saved.read_text()) == json.loads(json.dumps(asdict(config))))
+
+
+def read_back(path: Path, config: Any) -> Any:
+    """The numbers `write_back` saved at `path` with exactly `config`; None where there are none."""
+    if not path.is_file():
+        return None
+    saved = json.loads(path.read_text())
+    return saved["numbers"] if saved["config"] == json.loads(json.dumps(asdict(config))) else None
+
+
+def write_back(path: Path, config: Any, numbers: Any) -> Any:
+    """Save `numbers` with the `config` that made them (atomically) and return them."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"config": asdict(config), "numbers": numbers}))
+    tmp.replace(path)
+    return numbers
 
 
 def run_dir(cfg: TrainingStudyConfig, study: str, seed: int, name: str, lr: float | None = None) -> str:
@@ -167,16 +211,19 @@ def run_dir(cfg: TrainingStudyConfig, study: str, seed: int, name: str, lr: floa
 
 
 def _mars2_test(cfg: TrainingStudyConfig, seed: int, name: str, lr: float, sandbox: Any) -> dict[str, Any]:
-    """The chosen run's final agents searched on this seed's test split (once)."""
+    """The chosen run's final agents searched on this seed's test split (once; read back after that)."""
     from coral.benchmarks.splits import build_tasks
     from coral.policy.hf import HFPolicy
     from coral.train.mars2 import evaluate_search
 
-    vcfg = replace(_mars2_base(cfg, seed), **MARS2_VARIANTS[name])
-    where = Path(run_dir(cfg, "mars2", seed, name, lr))
-    policies = [HFPolicy.load(where / "final" / f"agent{i}") for i in range(vcfg.agents)]
-    metrics, trees = evaluate_search(vcfg, policies, build_tasks(vcfg.splits)[1], sandbox)
-    return {"metrics": metrics, **_per_task(trees), "analysis": run_analysis(where / "metrics.jsonl")}
+    vcfg = _variant_config(cfg, _mars2_base(cfg, seed), name, lr)
+    where = Path(vcfg.out_dir)
+    numbers = read_back(where / "test.json", vcfg)
+    if numbers is None:
+        policies = [HFPolicy.load(where / "final" / f"agent{i}") for i in range(vcfg.agents)]
+        metrics, trees = evaluate_search(vcfg, policies, build_tasks(vcfg.splits)[1], sandbox)
+        numbers = write_back(where / "test.json", vcfg, {"metrics": metrics, **_per_task(trees)})
+    return {**numbers, "analysis": run_analysis(where / "metrics.jsonl")}
 
 
 def run_mars2(cfg: TrainingStudyConfig) -> dict[str, Any]:
@@ -184,6 +231,10 @@ def run_mars2(cfg: TrainingStudyConfig) -> dict[str, Any]:
 
     with Sandbox(workers=2) as sandbox:
         per_seed = {seed: _mars2_seed(cfg, seed, sandbox) for seed in cfg.seeds}
+        if not cfg.mars2_test:
+            print("validation only (mars2_test false): run again with every seed to choose the lrs and search "
+                  "the test split", flush=True)
+            return {"per_seed": per_seed}
         chosen = {name: best_of({str(lr): over_seeds({s: per_seed[s]["val"][name][lr] for s in cfg.seeds})["mean"]
                                  for lr in cfg.lrs}) for name in MARS2_VARIANTS}
         for seed in cfg.seeds:

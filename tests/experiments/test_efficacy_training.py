@@ -68,11 +68,12 @@ def test_the_study_config_refuses_repeated_seeds_and_bad_lrs(training, load_expe
         from_mapping(training.TrainingStudyConfig, {"lrs": [0.0]}, "--set")
 
 
-@pytest.mark.slow  # no SFT, but trains 3 variants x 2 lrs x 2 seeds and searches: minutes on 2 busy cores
+@pytest.mark.slow  # no SFT, but trains 3 variants x 2 lrs x 2 seeds and searches: 10-60 s on 2 busy cores
 def test_a_tiny_mars2_study_chooses_lrs_on_validation_and_reports_every_variant(training, load_experiment, tmp_path,
                                                                                 monkeypatch):
     import sys
 
+    import coral.train.mars2
     from coral.policy import tiny_policy
 
     tiny = [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(2)]
@@ -81,14 +82,38 @@ def test_a_tiny_mars2_study_chooses_lrs_on_validation_and_reports_every_variant(
     fields = {"seeds": [0, 1], "rl_steps": 1, "lrs": [1e-4, 2e-4], "n_val_tasks": 2, "n_test_tasks": 2,
               "max_nodes_per_tree": 2, "tasks_per_step": 2, "n_train_tasks": 20, "max_new_tokens": 8,
               "out": str(tmp_path / "out"), "results_md": str(md)}
-    monkeypatch.setattr(sys, "argv", ["efficacy.py", "mars2", "--set", json.dumps(fields)])
-    load_experiment("efficacy").main()
+
+    def study(**changes):
+        monkeypatch.setattr(sys, "argv", ["efficacy.py", "mars2", "--set", json.dumps({**fields, **changes})])
+        load_experiment("efficacy").main()
+
+    for seed in (0, 1):  # seeds in separate processes: validation only, no lr chosen, no test split searched
+        study(seeds=[seed], mars2_test=False)
+    assert not md.exists() and not (tmp_path / "out" / "mars2" / "results.json").exists()
+
+    def refuse(*a, **k):
+        raise AssertionError("run again")
+
+    monkeypatch.setattr(coral.train.mars2, "train_mars2", refuse)  # every seed's runs are read back
+    study()
     saved = json.loads((tmp_path / "out" / "mars2" / "results.json").read_text())
     assert set(saved["numbers"]["chosen_lr"]) == set(training.MARS2_VARIANTS)
     assert set(saved["numbers"]["per_seed"]["0"]["val"]["MARS2 + shaping"]) == {"0.0001", "0.0002"}
     text = md.read_text()
     for name in [*training.MARS2_VARIANTS, "cold start, 1 agent", "cold start, 2 agents"]:
         assert f"| {name} |" in text
+    monkeypatch.setattr(coral.train.mars2, "evaluate_search", refuse)  # and the test searches too, the second time
+    study()
+    assert json.loads((tmp_path / "out" / "mars2" / "results.json").read_text())["numbers"] == saved["numbers"]
+
+
+def test_a_saved_search_is_read_back_only_under_the_config_that_made_it(training, tmp_path):
+    cfg = training.TrainingStudyConfig(seeds=(0,))
+    where = tmp_path / "a" / "test.json"
+    assert training.read_back(where, cfg) is None
+    assert training.write_back(where, cfg, {"pass@1": 0.5}) == {"pass@1": 0.5}
+    assert training.read_back(where, cfg) == {"pass@1": 0.5}
+    assert training.read_back(where, training.TrainingStudyConfig(seeds=(1,))) is None
 
 
 @pytest.mark.slow  # three tiny CoRe-Code runs (SFT, RL, evaluations) and a single-coder run: about a minute
