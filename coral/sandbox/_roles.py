@@ -3,10 +3,12 @@
 Candidate: runs the submitted program after confinement. For assert tests it then serves calls
 from the judge over a pipe, for every assert test of one job in turn: `["call", name, args,
 kwargs, token]` -> `["ok", value, token]` or `["raise", type, message, token]`, `["get", name,
-token]` -> `["callable", token]` or `["ok", value, token]`. The token is 16 random bytes per call,
-so a reply cannot be written before its request was read: frames a program queues up in one test
-are refused in the next. Values cross through the strict encoder in `_wire`, so only exact
-builtin types leave the candidate.
+token]` -> `["callable", token]` or `["ok", value, token]`; `["getattr", handle, name, token]` and
+`["callattr", handle, name, args, kwargs, token]` do the same on an object the candidate returned
+earlier. The token is 16 random bytes per call, so a reply cannot be written before its request was
+read: frames a program queues up in one test are refused in the next. Values cross through the strict
+encoder in `_wire`, so only exact builtin types leave the candidate; any other value stays there and
+the judge gets `["object", handle, why]` (see _RemoteObject).
 Judge: a separate process forked from the server before any untrusted code runs. It executes the
 test statements with `candidate` (and any other name the tests take from the solution) bound to
 remote proxies, compares the rebuilt builtin values itself, and writes its verdict to a memfd the
@@ -24,6 +26,7 @@ import json
 import os
 import sys
 import traceback
+import types
 
 from _wire import WireError, decode, encode, read_frame, write_frame
 
@@ -40,37 +43,51 @@ def _describe(exc: BaseException) -> tuple[str, str]:
 
 
 def run_candidate_assert(code: object) -> None:
-    """Load the solution, then answer the judge's calls until it hangs up."""
-    namespace: dict = {"__name__": "solution", "__builtins__": builtins}
+    """Load the solution as module `solution`, then answer the judge's calls until it hangs up."""
+    module = types.ModuleType("solution")
+    sys.modules["solution"] = module  # dataclasses, pickle and typing look a class's module up here
+    namespace = module.__dict__
+    namespace["__builtins__"] = builtins
     try:
         exec(code, namespace)
     except BaseException as exc:  # includes SystemExit: exiting while loading is a load error
         write_frame(RPC_OUT, ["load_error", *_describe(exc)])
         os._exit(1)
     write_frame(RPC_OUT, ["ready"])
+    objects: list = []  # values that cannot cross as values, by handle (see _RemoteObject)
     while True:
         try:
             request = read_frame(RPC_IN)
         except EOFError:
             os._exit(0)
-        write_frame(RPC_OUT, _answer(namespace, request) + [request[-1]])
+        write_frame(RPC_OUT, _answer(namespace, objects, request) + [request[-1]])
 
 
-def _answer(namespace: dict, request: list) -> list:
-    """The reply to one request, without its token (the caller appends it)."""
-    op, name = request[0], request[1]
-    if name not in namespace:
-        return ["raise", "NameError", f"name {name!r} is not defined by the solution"]
-    target = namespace[name]
+def _answer(namespace: dict, objects: list, request: list) -> list:
+    """The reply to one request, without its token (the caller appends it): "get"/"call" a name of the
+    solution, or "getattr"/"callattr" an attribute of an object it returned earlier (`objects`)."""
+    op = request[0]
     try:
-        if op == "get":
-            return ["callable"] if callable(target) else ["ok", encode(target)]
-        result = target(*decode(request[2]), **decode(request[3]))
-        return ["ok", encode(result)]
-    except WireError as exc:
-        return ["unsupported", str(exc)]
+        if op in ("get", "call"):
+            if request[1] not in namespace:
+                return ["raise", "NameError", f"name {request[1]!r} is not defined by the solution"]
+            target, args = namespace[request[1]], request[2:4]
+        else:
+            target, args = getattr(objects[request[1]], request[2]), request[3:5]
+        if op in ("get", "getattr"):
+            return ["callable"] if callable(target) else _value(target, objects)
+        return _value(target(*decode(args[0]), **decode(args[1])), objects)
     except BaseException as exc:
         return ["raise", *_describe(exc)]
+
+
+def _value(value: object, objects: list) -> list:
+    """A value the judge rebuilds, or, for one the wire refuses, a handle to it that stays here."""
+    try:
+        return ["ok", encode(value)]
+    except WireError as exc:
+        objects.append(value)
+        return ["object", len(objects) - 1, str(exc)[:300]]
 
 
 def run_candidate_stdio(code: object) -> None:
@@ -79,8 +96,10 @@ def run_candidate_stdio(code: object) -> None:
     sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)  # noqa: SIM115
     sys.stderr = sys.__stderr__ = open(2, "w", closefd=False)  # noqa: SIM115
     status = 0
+    main = sys.modules["__main__"] = types.ModuleType("__main__")  # not the server's: the program's own
+    main.__dict__["__builtins__"] = builtins
     try:
-        exec(code, {"__name__": "__main__", "__builtins__": builtins})
+        exec(code, main.__dict__)
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
@@ -127,7 +146,9 @@ def _remote_exception(type_name: str, message: str) -> BaseException:
         return type("RemoteError", (RuntimeError,), {"coral_remote": True})(message)
 
 
-def _rpc(request: list) -> object:
+def _rpc(request: list, as_callable=None) -> object:
+    """Send `request` to the candidate and return its answer as a judge-side value; a callable the
+    candidate names comes back as `as_callable()`, an object the wire refuses as a _RemoteObject."""
     token = os.urandom(16).hex()
     try:
         write_frame(RPC_OUT, request + [token])
@@ -145,13 +166,20 @@ def _rpc(request: list) -> object:
             return decode(reply[1])
         except Exception as exc:  # malformed encoding or unhashable keys
             raise Unsupported(f"malformed value from the candidate: {exc}") from exc
-    if kind == "callable":
-        return _RemoteFunction(request[1])
+    if kind == "callable" and as_callable is not None:
+        return as_callable()
     if kind == "raise" and len(reply) == 3:
         raise _remote_exception(str(reply[1]), str(reply[2]))
-    if kind == "unsupported":
-        raise Unsupported(f"the candidate returned a value the judge cannot check: {reply[1:]}")
+    if kind == "object" and len(reply) == 3 and type(reply[1]) is int:
+        return _RemoteObject(reply[1], str(reply[2])[:300])
     raise Unsupported("malformed reply from the candidate")
+
+
+def _arguments(args: tuple, kwargs: dict) -> list:
+    try:
+        return [encode(list(args)), encode(dict(kwargs))]
+    except WireError as exc:
+        raise Untransferable(f"cannot send the test's arguments to the candidate: {exc}") from exc
 
 
 class _RemoteFunction:
@@ -161,14 +189,51 @@ class _RemoteFunction:
         self._name = name
 
     def __call__(self, *args: object, **kwargs: object) -> object:
-        try:
-            payload = [encode(list(args)), encode(dict(kwargs))]
-        except WireError as exc:
-            raise Untransferable(f"cannot send the test's arguments to the candidate: {exc}") from exc
-        return _rpc(["call", self._name, *payload])
+        return _rpc(["call", self._name, *_arguments(args, kwargs)])
 
     def __repr__(self) -> str:
         return f"<solution function {self._name}>"
+
+
+class _RemoteMethod:
+    """Stands for a method of an object the candidate holds; calling it runs it in the candidate."""
+
+    def __init__(self, handle: int, name: str) -> None:
+        self._handle, self._name = handle, name
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        return _rpc(["callattr", self._handle, self._name, *_arguments(args, kwargs)])
+
+    def __repr__(self) -> str:
+        return f"<method {self._name} of a solution object>"
+
+
+class _RemoteObject:
+    """Stands for an object the solution returned that the wire refuses as a value (an instance of its
+    own class: LeetCode's `candidate().twoSum(...)`, or a design problem's `obj = candidate(2);
+    obj.put(1, 1)`). Its attributes are read, and its methods run, in the candidate. It has no value in
+    the judge: comparing, hashing, converting or taking the truth of it raises Unsupported, so no assert
+    can pass on it (an object with `__eq__` always True stays in the candidate)."""
+
+    __slots__ = ("_handle", "_reason")
+
+    def __init__(self, handle: int, reason: str) -> None:
+        self._handle, self._reason = handle, reason
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("__"):  # the judge's own protocols (copy, pickle, ...) never reach the candidate
+            raise AttributeError(name)
+        return _rpc(["getattr", self._handle, name], lambda: _RemoteMethod(self._handle, name))
+
+    def _refuse(self, *_: object) -> object:
+        raise Unsupported(f"the candidate returned a value the judge cannot check: {self._reason}")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __hash__ = __len__ = __iter__ = _refuse
+    __contains__ = __int__ = __float__ = __index__ = __complex__ = __abs__ = __neg__ = __add__ = __radd__ = _refuse
+    __sub__ = __rsub__ = __mul__ = __rmul__ = __getitem__ = _refuse
+
+    def __repr__(self) -> str:
+        return "<object returned by the solution>"
 
 
 class _TestGlobals(dict):
@@ -182,7 +247,7 @@ class _TestGlobals(dict):
         if name in _BUILTIN_NAMES:
             raise KeyError(name)
         remote = self._entry_point if name == "candidate" and self._entry_point else name
-        value = _rpc(["get", remote])
+        value = _rpc(["get", remote], lambda: _RemoteFunction(remote))
         self[name] = value
         return value
 
@@ -196,15 +261,21 @@ def _failure_line(exc: BaseException, test_code: str) -> str:
 
 
 _CODE_CACHE: dict[tuple[str, str], object] = {}
+_CODE_CACHE_CHARS = 4 << 20  # of test source held compiled; code objects take several times that
 
 
 def _compiled(source: str, filename: str) -> object:
-    """Compile test code once per judge process (the judge serves many tests)."""
+    """Compile test code once per judge process (the judge serves many tests), holding at most about
+    _CODE_CACHE_CHARS of source, so tests with large literals cannot exhaust the judge's memory cap
+    for later jobs. `dont_inherit`: this module's `from __future__` imports stay out of test code."""
     key = (source, filename)
     if key not in _CODE_CACHE:
-        if len(_CODE_CACHE) > 512:
+        if sum(len(s) for s, _ in _CODE_CACHE) + len(source) > _CODE_CACHE_CHARS or len(_CODE_CACHE) > 512:
             _CODE_CACHE.clear()
-        _CODE_CACHE[key] = compile(source, filename, "exec")
+        code = compile(source, filename, "exec", dont_inherit=True)
+        if len(source) > _CODE_CACHE_CHARS // 8:
+            return code
+        _CODE_CACHE[key] = code
     return _CODE_CACHE[key]
 
 
@@ -250,22 +321,31 @@ def judge(payload: dict, on_loaded=lambda: None, fresh: bool = True) -> dict:
 JUDGE_CONTROL_FD, JUDGE_PAYLOAD_FD, JUDGE_VERDICT_FD = 5, 6, 7
 
 
-def judge_one(payload_fd: int, verdict_fd: int, fresh: bool = True) -> None:
-    """Read one test from its memfd, judge it against the candidate, write the verdict."""
+def judge_one(payload_fd: int, verdict_fd: int, fresh: bool = True) -> bool:
+    """Read one test from its memfd, judge it against the candidate, write the verdict; whether the
+    program had loaded (else the server must not keep the candidate for the job's next test)."""
     os.lseek(payload_fd, 0, os.SEEK_SET)
     chunks = []
     while chunk := os.read(payload_fd, 1 << 20):
         chunks.append(chunk)
-    verdict = judge(json.loads(b"".join(chunks)), lambda: os.write(verdict_fd, LOADED_MARK), fresh)
+    loaded = []
+
+    def on_loaded() -> None:
+        loaded.append(True)
+        os.write(verdict_fd, LOADED_MARK)
+
+    verdict = judge(json.loads(b"".join(chunks)), on_loaded, fresh)
     os.write(verdict_fd, json.dumps(verdict).encode()[:16384])
+    return bool(loaded)
 
 
 def serve_judge() -> None:
     """The judge loop: per test, receive b"t" (a fresh candidate) or b"r" (one that served earlier
     tests of the job) with [payload, verdict, replies-in, calls-out] fds from the server, judge,
-    close them and answer one byte. The server keeps its own copies of the candidate's pipes
-    while the candidate lives. The server kills and respawns a judge that misses the deadline;
-    never returns."""
+    close them and answer one byte: b"d", or b"u" when the program never loaded (a load error, a crash,
+    or a reply forged to look like one), so the server ends that candidate instead of keeping it for
+    the job's next test. The server keeps its own copies of the candidate's pipes while the candidate
+    lives. The server kills and respawns a judge that misses the deadline; never returns."""
     import socket
 
     control = socket.socket(fileno=JUDGE_CONTROL_FD)
@@ -282,10 +362,11 @@ def serve_judge() -> None:
         for source, target in zip(high, (JUDGE_PAYLOAD_FD, JUDGE_VERDICT_FD, RPC_IN, RPC_OUT), strict=True):
             os.dup2(source, target)
             os.close(source)
+        loaded = False
         try:
-            judge_one(JUDGE_PAYLOAD_FD, JUDGE_VERDICT_FD, fresh=kind != b"r")
+            loaded = judge_one(JUDGE_PAYLOAD_FD, JUDGE_VERDICT_FD, fresh=kind != b"r")
         except Exception:
             pass  # no verdict written: the host reports "the judge produced no verdict"
         for fd in (JUDGE_PAYLOAD_FD, JUDGE_VERDICT_FD, RPC_IN, RPC_OUT):
             os.close(fd)
-        control.sendall(b"d")
+        control.sendall(b"d" if loaded else b"u")  # "u": the server ends the candidate, which never loaded

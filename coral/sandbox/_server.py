@@ -191,7 +191,8 @@ class Server:
             sent = False
         live.served = True
         timed_out = sent and _measure.wait_readable(self.judge[1].fileno(), start + req["timeout_s"])
-        if not sent or timed_out or self.judge[1].recv(1) != b"d":
+        answer = self.judge[1].recv(1) if sent and not timed_out else b""
+        if answer not in (b"d", b"u"):
             self.stop_judge()  # stuck in a test or dead: a fresh one next time
             sent = False
         report: dict = {}
@@ -202,7 +203,7 @@ class Server:
         cpu_end = _measure.proc_cpu_s(live.pid) if alive else None
         hwm_kb = _measure.proc_hwm_kb(live.pid) if alive else None
         c_status = 0  # an exiting candidate may still look alive, but has no memory to report
-        if not (alive and sent and req.get("keep") and cpu_end is not None and hwm_kb is not None):
+        if not (alive and sent and answer == b"d" and req.get("keep") and cpu_end is not None and hwm_kb is not None):
             c_status, usage = self.end_live()
             cpu_end = cpu_end if cpu_end is not None else usage.ru_utime + usage.ru_stime
             hwm_kb = hwm_kb if hwm_kb is not None else usage.ru_maxrss
@@ -251,7 +252,7 @@ class Server:
         try:  # compiled here, under the candidate's limits: the server never holds a program
             with warnings.catch_warnings():  # a program's SyntaxWarnings are not worth its stderr
                 warnings.simplefilter("ignore")
-                code = compile(source, "<solution>", "exec")
+                code = compile(source, "<solution>", "exec", dont_inherit=True)  # not our __future__ imports
         except BaseException as exc:
             os.write(report, f"compile:{type(exc).__name__}: {exc}"[:1000].encode(errors="replace"))
             os._exit(1)

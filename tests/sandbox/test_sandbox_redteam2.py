@@ -10,7 +10,7 @@ import signal
 import time
 
 import pytest
-from sandbox_helpers import asserts, make_sandbox
+from sandbox_helpers import asserts, leaf_processes, make_sandbox
 
 from coral.sandbox import Job, Sandbox
 from coral.trajectory import TestCase
@@ -19,19 +19,10 @@ ADD_ONE = "def f(x):\n    return x + 1\n"
 ADD_ONE_TESTS = asserts("assert candidate(1) == 2", "assert candidate(2) == 3")
 
 
-def _leaf_processes(pid: int) -> list[int]:
-    """The descendants of `pid` without children of their own (between jobs: the worker's judge)."""
-    children = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as fh:
-            children += [int(c) for c in fh.read().split()]
-    return [leaf for child in children for leaf in _leaf_processes(child)] if children else [pid]
-
-
 def _kill_the_judge(sandbox: Sandbox) -> None:
     """What a program with subprocesses can do on kernels whose Landlock does not scope signals (before
     6.12), or the OOM killer anywhere: the worker's judge dies between two jobs."""
-    judges = _leaf_processes(sandbox._all[0].proc.pid)
+    judges = leaf_processes(sandbox._all[0].proc.pid)
     assert len(judges) == 1, judges
     os.kill(judges[0], signal.SIGKILL)
     time.sleep(0.2)
