@@ -7,8 +7,10 @@ token]` -> `["callable", token]` or `["ok", value, token]`; `["getattr", handle,
 `["callattr", handle, name, args, kwargs, token]` do the same on an object the candidate returned
 earlier. The token is 16 random bytes per call, so a reply cannot be written before its request was
 read: frames a program queues up in one test are refused in the next. Values cross through the strict
-encoder in `_wire`, so only exact builtin types leave the candidate; any other value stays there and
-the judge gets `["object", handle, why]` (see _RemoteObject).
+encoder in `_wire`, so only exact builtin types leave the candidate. The one exception is the object
+the entry point constructs when a test calls it without arguments (LeetCode's `candidate()`): it stays
+in the candidate, the judge gets `["object", handle, why]` (see _RemoteObject), and `["release",
+token]` drops it at the end of the test.
 Judge: a separate process forked from the server before any untrusted code runs. It executes the
 test statements with `candidate` (and any other name the tests take from the solution) bound to
 remote proxies, compares the rebuilt builtin values itself, and writes its verdict to a memfd the
@@ -65,9 +67,13 @@ def run_candidate_assert(code: object) -> None:
 
 def _answer(namespace: dict, objects: list, request: list) -> list:
     """The reply to one request, without its token (the caller appends it): "get"/"call" a name of the
-    solution, or "getattr"/"callattr" an attribute of an object it returned earlier (`objects`)."""
+    solution, "getattr"/"callattr" an attribute of an object it constructed earlier (`objects`), or
+    "release" those objects (the judge's end of a test that used them)."""
     op = request[0]
     try:
+        if op == "release":
+            objects.clear()
+            return ["ok", None]
         if op in ("get", "call"):
             if request[1] not in namespace:
                 return ["raise", "NameError", f"name {request[1]!r} is not defined by the solution"]
@@ -75,17 +81,23 @@ def _answer(namespace: dict, objects: list, request: list) -> list:
         else:
             target, args = getattr(objects[request[1]], request[2]), request[3:5]
         if op in ("get", "getattr"):
-            return ["callable"] if callable(target) else _value(target, objects)
-        return _value(target(*decode(args[0]), **decode(args[1])), objects)
+            return ["callable"] if callable(target) else _value(target)
+        result = target(*decode(args[0]), **decode(args[1]))
+        if op == "call" and isinstance(target, type) and type(result) is target:  # Solution(): kept here
+            return _value(result, objects)
+        return _value(result)
     except BaseException as exc:
         return ["raise", *_describe(exc)]
 
 
-def _value(value: object, objects: list) -> list:
-    """A value the judge rebuilds, or, for one the wire refuses, a handle to it that stays here."""
+def _value(value: object, objects: list | None = None) -> list:
+    """A value the judge rebuilds; for one the wire refuses, a handle to it that stays here where
+    `objects` is given (an instance the solution's class constructed), else "unsupported"."""
     try:
         return ["ok", encode(value)]
     except WireError as exc:
+        if objects is None:
+            return ["unsupported", str(exc)[:300]]
         objects.append(value)
         return ["object", len(objects) - 1, str(exc)[:300]]
 
@@ -146,9 +158,14 @@ def _remote_exception(type_name: str, message: str) -> BaseException:
         return type("RemoteError", (RuntimeError,), {"coral_remote": True})(message)
 
 
-def _rpc(request: list, as_callable=None) -> object:
+_HANDED_OUT = [False]  # whether the candidate holds objects for the current test (released after it)
+
+
+def _rpc(request: list, as_callable=None, constructs: bool = False) -> object:
     """Send `request` to the candidate and return its answer as a judge-side value; a callable the
-    candidate names comes back as `as_callable()`, an object the wire refuses as a _RemoteObject."""
+    candidate names comes back as `as_callable()`. An object the wire refuses comes back as a
+    _RemoteObject only from a call that `constructs` one (the entry point called without arguments,
+    LeetCode's `candidate()`); anywhere else it is Unsupported, as every non-builtin value was before."""
     token = os.urandom(16).hex()
     try:
         write_frame(RPC_OUT, request + [token])
@@ -171,8 +188,24 @@ def _rpc(request: list, as_callable=None) -> object:
     if kind == "raise" and len(reply) == 3:
         raise _remote_exception(str(reply[1]), str(reply[2]))
     if kind == "object" and len(reply) == 3 and type(reply[1]) is int:
-        return _RemoteObject(reply[1], str(reply[2])[:300])
+        _HANDED_OUT[0] = True  # the candidate holds it whether or not the judge takes it
+        if constructs:
+            return _RemoteObject(reply[1], str(reply[2])[:300])
+        kind, reply = "unsupported", reply[1:]
+    if kind == "unsupported":
+        raise Unsupported(f"the candidate returned a value the judge cannot check: {reply[1:]}"[:500])
     raise Unsupported("malformed reply from the candidate")
+
+
+def _release_objects() -> None:
+    """End of a test: the candidate drops the objects it constructed for it (a Solution() per test
+    would otherwise hold its memory for the rest of the job)."""
+    if _HANDED_OUT[0]:
+        _HANDED_OUT[0] = False
+        try:
+            _rpc(["release"])
+        except Exception:  # a candidate gone or misbehaving is the next test's problem, as before
+            pass
 
 
 def _arguments(args: tuple, kwargs: dict) -> list:
@@ -183,13 +216,15 @@ def _arguments(args: tuple, kwargs: dict) -> list:
 
 
 class _RemoteFunction:
-    """Stands for a function of the solution; calling it runs the function in the candidate."""
+    """Stands for a function of the solution; calling it runs the function in the candidate. The entry
+    point (`constructs`) called without arguments may return an object of the solution's class."""
 
-    def __init__(self, name: str) -> None:
-        self._name = name
+    def __init__(self, name: str, constructs: bool = False) -> None:
+        self._name, self._constructs = name, constructs
 
     def __call__(self, *args: object, **kwargs: object) -> object:
-        return _rpc(["call", self._name, *_arguments(args, kwargs)])
+        return _rpc(["call", self._name, *_arguments(args, kwargs)],
+                    constructs=self._constructs and not args and not kwargs)
 
     def __repr__(self) -> str:
         return f"<solution function {self._name}>"
@@ -209,11 +244,12 @@ class _RemoteMethod:
 
 
 class _RemoteObject:
-    """Stands for an object the solution returned that the wire refuses as a value (an instance of its
-    own class: LeetCode's `candidate().twoSum(...)`, or a design problem's `obj = candidate(2);
-    obj.put(1, 1)`). Its attributes are read, and its methods run, in the candidate. It has no value in
-    the judge: comparing, hashing, converting or taking the truth of it raises Unsupported, so no assert
-    can pass on it (an object with `__eq__` always True stays in the candidate)."""
+    """Stands for the object the entry point constructed when a test called it without arguments
+    (LeetCode's `candidate().twoSum(...)`, entry point `Solution`). It stays in the candidate: its
+    attributes are read, and its methods run, there, and only builtin values come back. It has no value
+    in the judge: comparing, hashing, converting or taking the truth of it raises Unsupported, so no
+    assert can pass on it (an object with `__eq__` always True stays in the candidate). Released at the
+    end of the test."""
 
     __slots__ = ("_handle", "_reason")
 
@@ -233,7 +269,7 @@ class _RemoteObject:
     __sub__ = __rsub__ = __mul__ = __rmul__ = __getitem__ = _refuse
 
     def __repr__(self) -> str:
-        return "<object returned by the solution>"
+        return "<object constructed by the solution>"
 
 
 class _TestGlobals(dict):
@@ -247,7 +283,7 @@ class _TestGlobals(dict):
         if name in _BUILTIN_NAMES:
             raise KeyError(name)
         remote = self._entry_point if name == "candidate" and self._entry_point else name
-        value = _rpc(["get", remote], lambda: _RemoteFunction(remote))
+        value = _rpc(["get", remote], lambda: _RemoteFunction(remote, constructs=remote == self._entry_point))
         self[name] = value
         return value
 
@@ -303,7 +339,10 @@ def judge(payload: dict, on_loaded=lambda: None, fresh: bool = True) -> dict:
     except BaseException as exc:
         return {"status": "setup_error", "message": ": ".join(_describe(exc))}
     try:
-        exec(compiled_test, namespace)
+        try:
+            exec(compiled_test, namespace)
+        finally:
+            _release_objects()
     except CandidateGone as exc:
         return {"status": "crash", "message": str(exc)}
     except (Unsupported, Untransferable) as exc:
