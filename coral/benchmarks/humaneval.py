@@ -9,7 +9,9 @@ Splitting rules for the body of `check`:
 - the evalplus form `inputs = [...]; results = [...]; for i, (inp, exp) in enumerate(zip(inputs,
   results)): <body>` becomes one test per input, each binding the loop target and running <body>.
 Code outside `check` (imports, METADATA, `def assertion`, `_poly`) and helper code of the prompt (other
-functions, imports) go into `task.test_setup`.
+functions, imports) go into `task.test_setup`; where a test names the entry point itself rather than
+`candidate` (HumanEval/33: `tuple(candidate(x)) == tuple(sort_third(x))`), the canonical solution does,
+so the name means the reference, not the program under test.
 
 Public tests: the first three tests (for HumanEval+ these are the original HumanEval inputs). Private
 tests: all tests, public ones included.
@@ -135,6 +137,11 @@ def prompt_helpers(prompt: str, entry_point: str, at: str) -> str:
     return "\n".join(ast.unparse(s) for s in keep)
 
 
+def _names(name: str, code: str) -> bool:
+    """`code` uses the name `name` (the entry point by its own name rather than as `candidate`)."""
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(ast.parse(code)))
+
+
 def _assert_cases(codes: list[str]) -> tuple[TestCase, ...]:
     return tuple(TestCase(kind="assert", code=c) for c in codes)
 
@@ -150,13 +157,16 @@ def task_from_humaneval(rec: Mapping[str, Any], at: str, source: str) -> Task:
         raise RecordError(f"{at}: has plus_input but its 'test' carries no inputs/results lists; "
                           "use an evalplus release file (v0.1.9 or later)")
     helpers = prompt_helpers(rec["prompt"], rec["entry_point"], at)
+    reference = rec["prompt"] + rec["canonical_solution"]
+    if any(_names(rec["entry_point"], t) for t in tests):  # HumanEval/33 compares with `sort_third(x)`:
+        helpers = reference  # the canonical one, in the judge; else the program's own, a comparison with itself
     return Task(
         id=str(rec["task_id"]),
         prompt=rec["prompt"],
         entry_point=rec["entry_point"],
         public_tests=_assert_cases(tests[:NUM_PUBLIC]),
         private_tests=_assert_cases(tests),
-        reference=rec["prompt"] + rec["canonical_solution"],
+        reference=reference,
         test_setup="\n".join(s for s in (helpers, setup) if s),
         metadata={"source": source, "difficulty": "unrated", "atol": rec.get("atol", 0)},
     )

@@ -101,6 +101,18 @@ def test_humaneval_canonical_solutions_pass_their_tests_via_the_loader():
         assert all(run_trusted(task, task.reference)), task.id
 
 
+def test_a_humaneval_test_that_names_the_entry_point_compares_with_the_canonical_solution():
+    # HumanEval/33 checks `tuple(candidate(x)) == tuple(sort_third(x))`: with `sort_third` taken from the
+    # program (as in the original harness) the identity function passed those 3 of its 7 asserts
+    from coral.sandbox import Sandbox, run_task
+
+    task = next(t for t in load_benchmark("humaneval") if t.id == "HumanEval/33")
+    identity = "def sort_third(l):\n    return l\n"
+    with Sandbox(workers=1, cache=False) as sandbox:
+        assert run_task(sandbox, task, task.reference).passed
+        assert run_task(sandbox, task, identity).num_passed == 1  # [1, 2, 3], which the sort leaves as it is
+
+
 def test_humaneval_check_is_split_into_one_test_per_assert_with_three_public():
     task = load_benchmark("humaneval", limit=1)[0]
     assert len(task.private_tests) == 7 and len(task.public_tests) == 3
