@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shutil
 import time
 from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
@@ -38,7 +39,8 @@ VARIANTS = {
 
 
 def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Path | None) -> list:
-    """Cold start once per (seed, cold-start fields); later runs (another lr, more steps) reuse it."""
+    """Cold start once per (seed, cold-start fields); later runs (another lr, more steps) reuse it. A
+    stopped cold start resumes from its SFT checkpoints (`sft_ckpt` in its cache folder)."""
     if cache is None:
         return cold_start(cfg, train, sandbox, progress=False)
     from coral.policy.hf import HFPolicy
@@ -47,11 +49,12 @@ def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Pa
     where = cache / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     if (where / "done").exists():
         return [HFPolicy.load(where / f"agent{i}") for i in range(cfg.agents)]
-    policies = cold_start(cfg, train, sandbox, progress=False)
+    policies = cold_start(cfg, train, sandbox, progress=False, checkpoint_dir=where / "sft_ckpt")
     for i, policy in enumerate(policies):
         policy.save(where / f"agent{i}")
     (where / "key.json").write_text(json.dumps(key, indent=2))
     (where / "done").touch()
+    shutil.rmtree(where / "sft_ckpt", ignore_errors=True)
     return policies
 
 

@@ -189,11 +189,13 @@ def sft_agents(cfg: MARS2Config, policies: Sequence[Any], examples: Sequence[Any
         train_sft_many(jobs, work, progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
 
 
-def cold_start(cfg: MARS2Config, train: Sequence[Task], sandbox: SandboxProtocol, progress: bool = True) -> list[Any]:
-    """Fresh tiny agents of different shapes, each SFT'd on solve + refine examples."""
+def cold_start(cfg: MARS2Config, train: Sequence[Task], sandbox: SandboxProtocol, progress: bool = True,
+               checkpoint_dir: Path | None = None) -> list[Any]:
+    """Fresh tiny agents of different shapes, each SFT'd on solve + refine examples (resumed from
+    `checkpoint_dir` after a kill, as sft_agents)."""
     examples = cold_start_examples(cfg, train, sandbox)
     policies = build_agents(cfg, examples)
-    sft_agents(cfg, policies, examples, progress)
+    sft_agents(cfg, policies, examples, progress, checkpoint_dir=checkpoint_dir)
     return policies
 
 

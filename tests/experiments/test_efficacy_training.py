@@ -189,3 +189,28 @@ def test_the_corecode_table_without_the_single_coder_says_so(training, load_expe
     text = corecode._corecode_rows({0: {"both (CoRe-Code)": run}}, "both (CoRe-Code)")
     assert "| both (CoRe-Code) | 0.750 ± n/a | 1.000 ± n/a |" in text and "| 0.500 → 0.750 |" in text
     assert "Single-coder GRPO was not run" in text
+
+
+def test_a_cached_cold_start_keeps_its_sft_checkpoints_in_its_cache_folder_until_done(training, tmp_path, monkeypatch):
+    # a cold start stopped mid-SFT (a session's end) resumes from there instead of starting over
+    import sys
+
+    from coral.policy import tiny_policy
+    from coral.train.mars2 import MARS2Config
+
+    compare = sys.modules["mars2_compare"]
+    seen = []
+
+    def fake_cold_start(cfg, train, sandbox, progress=True, checkpoint_dir=None):
+        checkpoint_dir.mkdir(parents=True)
+        (checkpoint_dir / "agent0.pt").write_text("state")
+        seen.append(checkpoint_dir)
+        return [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(cfg.agents)]
+
+    monkeypatch.setattr(compare, "cold_start", fake_cold_start)
+    cfg = MARS2Config(seed=3)
+    compare.cached_cold_start(cfg, [], None, tmp_path)
+    (where,) = [p.parent for p in seen]
+    assert where.parent == tmp_path and seen[0].name == "sft_ckpt"
+    assert (where / "done").exists() and not seen[0].exists()  # done: the checkpoints go
+    assert len(compare.cached_cold_start(cfg, [], None, tmp_path)) == cfg.agents and len(seen) == 1  # read back
