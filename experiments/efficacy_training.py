@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -148,7 +148,7 @@ def _mars2_seed(cfg: TrainingStudyConfig, seed: int, sandbox: Any) -> dict[str, 
 
     from coral.benchmarks.procedural import make_tasks
     from coral.benchmarks.splits import build_tasks
-    from coral.train.mars2 import evaluate_search, train_mars2
+    from coral.train.mars2 import train_mars2
 
     mcfg = _mars2_base(cfg, seed)
     train, test = build_tasks(mcfg.splits)
@@ -157,12 +157,8 @@ def _mars2_seed(cfg: TrainingStudyConfig, seed: int, sandbox: Any) -> dict[str, 
     out: dict[str, Any] = {"test": {}, "val": {}}
     for n in (1, 2):
         name, ncfg = f"cold start, {n} agent{'s' * (n > 1)}", replace(mcfg, agents=n)
-        where = Path(run_dir(cfg, "mars2", seed, name)) / "test.json"
-        numbers = read_back(where, ncfg)
-        if numbers is None:
-            metrics, trees = evaluate_search(ncfg, cold()[:n], test, sandbox)
-            numbers = write_back(where, ncfg, {"metrics": metrics, **_per_task(trees)})
-        out["test"][name] = numbers
+        out["test"][name] = search_once(Path(run_dir(cfg, "mars2", seed, name)) / "test.json", ncfg,
+                                        lambda n=n: cold()[:n], test, sandbox)
     for name in MARS2_VARIANTS:
         for lr in cfg.lrs:
             vcfg = _variant_config(cfg, mcfg, name, lr)
@@ -184,8 +180,12 @@ def _variant_config(cfg: TrainingStudyConfig, mcfg: Any, name: str, lr: float) -
 def finished(out: Path, config: Any) -> bool:
     """`out` holds a finished run (summary.json) written with exactly `config`."""
     saved = out / "config.json"
-    return ((out / "summary.json").is_file() and saved.is_file()
-            and json.loads(saved.read_text()) == json.loads(json.dumps(asdict(config))))
+    return (out / "summary.json").is_file() and saved.is_file() and json.loads(saved.read_text()) == _as_saved(config)
+
+
+def _as_saved(config: Any) -> Any:
+    """`config` as it reads back from JSON (tuples become lists), to compare with a saved one."""
+    return json.loads(json.dumps(asdict(config)))
 
 
 def read_back(path: Path, config: Any) -> Any:
@@ -193,7 +193,7 @@ def read_back(path: Path, config: Any) -> Any:
     if not path.is_file():
         return None
     saved = json.loads(path.read_text())
-    return saved["numbers"] if saved["config"] == json.loads(json.dumps(asdict(config))) else None
+    return saved["numbers"] if saved["config"] == _as_saved(config) else None
 
 
 def write_back(path: Path, config: Any, numbers: Any) -> Any:
@@ -202,6 +202,19 @@ def write_back(path: Path, config: Any, numbers: Any) -> Any:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps({"config": asdict(config), "numbers": numbers}))
     tmp.replace(path)
+    return numbers
+
+
+def search_once(path: Path, config: Any, policies: Callable[[], Sequence[Any]], tasks: Sequence[Any],
+                sandbox: Any) -> dict[str, Any]:
+    """Per-task and summary figures of `config`'s search of `tasks` with `policies()`, saved at `path`
+    (`write_back`) and read back from there, without loading the policies, when run again."""
+    from coral.train.mars2 import evaluate_search
+
+    numbers = read_back(path, config)
+    if numbers is None:
+        metrics, trees = evaluate_search(config, policies(), tasks, sandbox)
+        numbers = write_back(path, config, {"metrics": metrics, **_per_task(trees)})
     return numbers
 
 
@@ -214,15 +227,12 @@ def _mars2_test(cfg: TrainingStudyConfig, seed: int, name: str, lr: float, sandb
     """The chosen run's final agents searched on this seed's test split (once; read back after that)."""
     from coral.benchmarks.splits import build_tasks
     from coral.policy.hf import HFPolicy
-    from coral.train.mars2 import evaluate_search
 
     vcfg = _variant_config(cfg, _mars2_base(cfg, seed), name, lr)
     where = Path(vcfg.out_dir)
-    numbers = read_back(where / "test.json", vcfg)
-    if numbers is None:
-        policies = [HFPolicy.load(where / "final" / f"agent{i}") for i in range(vcfg.agents)]
-        metrics, trees = evaluate_search(vcfg, policies, build_tasks(vcfg.splits)[1], sandbox)
-        numbers = write_back(where / "test.json", vcfg, {"metrics": metrics, **_per_task(trees)})
+    numbers = search_once(where / "test.json", vcfg,
+                          lambda: [HFPolicy.load(where / "final" / f"agent{i}") for i in range(vcfg.agents)],
+                          build_tasks(vcfg.splits)[1], sandbox)
     return {**numbers, "analysis": run_analysis(where / "metrics.jsonl")}
 
 
