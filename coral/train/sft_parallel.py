@@ -6,8 +6,11 @@ This module does NOT define the SFT step or its data (train/sft.py).
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
+import signal
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -62,19 +65,19 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
         for name, plan in schedule.items():
             for step, count in plan.items():
                 print(f"sft {name}: {count} threads from step {step} on (planned from the steps' estimated costs)")
-    with ctx.Manager() as manager:
-        queue = manager.Queue()
-        with ProcessPoolExecutor(processes, mp_context=ctx) as pool:
-            futures = {name: pool.submit(_sft_worker, name, str(workdir), list(examples), cfg, threads, queue,
-                                         schedule[name], checkpoints.get(name))
-                       for name, (_, examples, cfg) in jobs.items()}
-            _show_progress(jobs, futures, queue, progress)
-            losses = {}
-            for name in names:
-                try:
-                    losses[name] = futures[name].result()
-                except Exception as exc:
-                    raise RuntimeError(f"SFT of {name!r} failed in its worker process: {exc}") from exc
+    queue = ctx.Queue()  # handed over at each worker's start: no manager process to outlive us
+    with ProcessPoolExecutor(processes, mp_context=ctx, initializer=_worker_start,
+                             initargs=(os.getpid(), queue)) as pool:
+        futures = {name: pool.submit(_sft_worker, name, str(workdir), list(examples), cfg, threads,
+                                     schedule[name], checkpoints.get(name))
+                   for name, (_, examples, cfg) in jobs.items()}
+        _show_progress(jobs, futures, queue, progress)
+        losses = {}
+        for name in names:
+            try:
+                losses[name] = futures[name].result()
+            except Exception as exc:
+                raise RuntimeError(f"SFT of {name!r} failed in its worker process: {exc}") from exc
     from coral.policy.hf import HFPolicy
 
     for name, (policy, _, _) in jobs.items():
@@ -97,16 +100,19 @@ def _show_progress(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
     for name in names[1:]:
         if bars.p is not None:
             rows[name] = bars.p.add_task(f"sft {name}", total=totals[name], loss=float("nan"))
-    pending = set(names)
+    pending, seen = set(names), dict.fromkeys(names, 0)
     try:
         while pending:
+            quiet = False
             try:
                 name, loss, steps = queue.get(timeout=0.5)
+                seen[name] += steps
                 if bars.p is not None:
                     bars.p.update(rows[name], advance=steps, **({} if loss is None else {"loss": loss}))
             except queue_module.Empty:  # no progress in 0.5 s: look for finished or failed workers
-                pass
-            for name in [n for n in pending if futures[n].done()]:
+                quiet = True
+            # a finished worker's last messages may still be on their way: wait for them, or a quiet 0.5 s
+            for name in [n for n in pending if futures[n].done() and (quiet or seen[n] >= totals[n])]:
                 pending.discard(name)
     finally:
         bars.close()
@@ -195,10 +201,27 @@ def _advance(costs: Sequence[float], done: float, work: float) -> float:
     return float(whole) if whole >= len(costs) else whole + (part + work) / costs[whole]
 
 
+_PROGRESS: Any = None  # in a worker: the queue its (name, loss, steps) messages go to
+
+
+def _worker_start(parent: int, queue: Any) -> None:
+    """A worker's first act: die with the process that started it, so that a killed experiment leaves no
+    trainer behind holding the CPUs (Linux; elsewhere a worker notices only when its pipe breaks)."""
+    global _PROGRESS
+    _PROGRESS = queue
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent was gone before the line above took effect
+        os._exit(1)
+
+
 def _sft_worker(name: str, workdir: str, examples: list[SFTExample], cfg: SFTConfig, threads: int,
-                queue: Any, schedule: dict[int, int], checkpoint: Path | None = None) -> list[float]:
+                schedule: dict[int, int], checkpoint: Path | None = None) -> list[float]:
     """One trainer; `schedule` ({step: threads from then on}, `thread_schedule`) sets its thread count."""
     from coral.policy.hf import HFPolicy
+
+    queue = _PROGRESS
 
     torch.set_num_threads(schedule.get(0, threads))
     policy = HFPolicy.load(Path(workdir) / "init" / name)

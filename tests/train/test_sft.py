@@ -274,3 +274,55 @@ def test_an_sft_checkpoint_holds_only_the_trained_parameters(tmp_path):
     unfrozen = tiny_policy(seed=0, d_model=32, n_layers=1)  # all trainable: not the run that wrote the file
     with pytest.raises(ValueError, match="other trainable parameters"):
         train_sft(unfrozen, examples, SFTConfig(epochs=1, batch_size=4), progress=False, checkpoint=ckpt)
+
+
+def test_parallel_sft_workers_die_with_a_killed_parent(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "from coral.benchmarks.procedural import make_tasks\n"
+        "from coral.policy import tiny_policy\n"
+        "from coral.train.sft import SFTConfig, corecode_sft_examples\n"
+        "from coral.train.sft_parallel import train_sft_many\n"
+        "data = corecode_sft_examples(make_tasks(8, 'train', seed=0))\n"
+        "jobs = {r: (tiny_policy(seed=i, d_model=32, n_layers=1), data[r], SFTConfig(epochs=10000, batch_size=8))\n"
+        "        for i, r in enumerate(('planner', 'coder'))}\n"
+        f"train_sft_many(jobs, {str(tmp_path / 'work')!r}, progress=False, processes=2)\n")
+    parent = subprocess.Popen([sys.executable, str(script)], env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+    def workers() -> list[int]:
+        found = []
+        for task in os.listdir(f"/proc/{parent.pid}/task"):
+            with open(f"/proc/{parent.pid}/task/{task}/children") as fh:
+                found += [int(c) for c in fh.read().split()]
+        return [pid for pid in found if b"spawn_main" in open(f"/proc/{pid}/cmdline", "rb").read()]
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    spawned: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(spawned := workers()) < 2:
+            assert parent.poll() is None and time.monotonic() < deadline, "the SFT workers never started"
+            time.sleep(0.2)
+        time.sleep(5)  # let them get into training
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 30
+        while any(alive(pid) for pid in spawned) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [pid for pid in spawned if alive(pid)] == []
+    finally:
+        parent.kill()
+        for pid in [pid for pid in spawned if alive(pid)]:  # the old code's orphans
+            os.kill(pid, signal.SIGKILL)
