@@ -39,6 +39,7 @@ from efficacy_training import (
     finished,
     run_analysis,
     run_dir,
+    write_curves,
 )
 
 SINGLE = "single-coder GRPO"
@@ -131,7 +132,11 @@ def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
     save_run(Path(cfg.out) / "corecode" / "results.json", asdict(cfg), {"per_seed": per_seed})
     head = (f"Seeds {list(cfg.seeds)}, {cfg.n_test_tasks} test tasks each, {cfg.rl_steps} RL steps, sampled pass@1 from "
             f"{cfg.eval_samples_per_task} samples per task at the RL temperature; CoRe-Code at its defaults.\n\n")
-    write_section(Path(cfg.results_md), "corecode", head + table)
+    variants = list(per_seed[cfg.seeds[0]])
+    folders = {name: [run_dir(cfg, "corecode", s, name) if name == SINGLE else corecode_config(cfg, s, name).out_dir
+                      for s in cfg.seeds] for name in variants}
+    curves = write_curves(Path(cfg.results_md), "corecode", folders, f"study C, seeds {list(cfg.seeds)}")
+    write_section(Path(cfg.results_md), "corecode", head + table + "\n" + curves)
     return {"per_seed": per_seed}
 
 

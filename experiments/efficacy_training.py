@@ -103,17 +103,14 @@ class TrainingStudyConfig:
 
 def run_analysis(metrics_jsonl: Path, window: int = 3) -> dict[str, float]:
     """Training reward over the first and last `window` steps, and the fraction of sampled turns with
-    zero advantage (turns minus trained turns, summed over every agent/role), from a run's metrics.jsonl;
-    where the run logged them, the sampled entropy and the KL to the cold start (means over agents) over the
-    first and last steps and the share of groups (trees for MARS2) whose rewards were all equal, averaged
-    over steps."""
-    if not metrics_jsonl.is_file():
-        raise FileNotFoundError(f"{metrics_jsonl}: no metrics log (did the run train?)")
-    steps = [json.loads(line) for line in metrics_jsonl.read_text().splitlines() if line.strip()]
-    if not steps:
-        raise ValueError(f"{metrics_jsonl}: no steps logged")
-    turns = sum(v for m in steps for k, v in m.items() if k.endswith("/turns"))
-    trained = sum(v for m in steps for k, v in m.items() if k.endswith("/trained_turns"))
+    zero advantage (turns minus trained turns, summed over every trained agent/role), from a run's
+    metrics.jsonl; where the run logged them, the sampled entropy and the KL to the cold start (means over
+    agents) over the first and last steps and the share of groups (trees for MARS2) whose rewards were all
+    equal, averaged over steps. A frozen role (CoRe-Code's planner in "coder RL only") logs its turns and
+    groups but trains none of them: it is left out of the turn and group shares."""
+    steps = _read_steps(metrics_jsonl)
+    turns = sum(v for m in steps for k, v in _trained(m).items() if k.endswith("/turns"))
+    trained = sum(v for m in steps for k, v in _trained(m).items() if k.endswith("/trained_turns"))
     key = "reward" if "reward" in steps[0] else "coder/reward"
     first, last = steps[:window], steps[-window:]
     out = {"reward_first": sum(m[key] for m in first) / len(first), "reward_last": sum(m[key] for m in last) / len(last),
@@ -121,10 +118,69 @@ def run_analysis(metrics_jsonl: Path, window: int = 3) -> dict[str, float]:
     for name, suffixes, where in (("entropy_first", ("/entropy",), first), ("entropy_last", ("/entropy",), last),
                                   ("kl_ref_first", ("/kl_ref",), first), ("kl_ref_last", ("/kl_ref",), last),
                                   ("zero_variance_groups", ("/zero_variance_groups", "zero_variance_trees"), steps)):
-        values = [v for m in where for k, v in m.items() if k.endswith(suffixes)]
+        values = [v for m in where for k, v in _trained(m).items() if k.endswith(suffixes)]
         if values:
             out[name] = sum(values) / len(values)
     return out
+
+
+CURVES = ("training pass rate", "zero-advantage turns", "entropy (nats/token)", "KL to the cold start")
+
+
+def run_curves(metrics_jsonl: Path) -> dict[str, list[float]]:
+    """Per step, the figures `run_analysis` summarises (CURVES): the training samples' pass rate, the
+    share of trained agents'/roles' turns with zero advantage, and the mean entropy and KL over trained
+    agents/roles; a figure the run never logged is left out."""
+    curves: dict[str, list[float]] = {}
+    for m in _read_steps(metrics_jsonl):
+        mine = _trained(m)
+        turns = sum(v for k, v in mine.items() if k.endswith("/turns"))
+        values = {"training pass rate": m.get("pass_rate"),
+                  "zero-advantage turns": 1 - sum(v for k, v in mine.items() if k.endswith("/trained_turns")) / turns
+                  if turns else None}
+        for name, suffix in (("entropy (nats/token)", "/entropy"), ("KL to the cold start", "/kl_ref")):
+            found = [v for k, v in mine.items() if k.endswith(suffix)]
+            values[name] = sum(found) / len(found) if found else None
+        for name, v in values.items():
+            if v is not None:
+                curves.setdefault(name, []).append(float(v))
+    return curves
+
+
+def write_curves(results_md: Path, study: str, runs: Mapping[str, Sequence[Path]], title: str) -> str:
+    """Each variant's training curves (`run_curves` of its seeds' run folders, mean over seeds up to the
+    shortest run) drawn to `efficacy_<study>_curves.svg` beside `results_md`; returns the markdown line
+    naming it."""
+    from efficacy_plot import curves_svg
+
+    per_variant = {}
+    for name, folders in runs.items():
+        each = [run_curves(Path(f) / "metrics.jsonl") for f in folders]
+        per_variant[name] = {c: [sum(vs) / len(vs) for vs in zip(*(e[c] for e in each), strict=False)]  # up to the shortest run
+                             for c in CURVES if all(c in e for e in each)}
+    steps = max((len(v) for curves in per_variant.values() for v in curves.values()), default=1)
+    window = max(1, steps // 20)
+    svg = Path(results_md).with_name(f"efficacy_{study}_curves.svg")
+    svg.write_text(curves_svg(per_variant, CURVES, title, window))
+    return f"Training curves (means over seeds, {window}-step trailing average): `{svg.name}`.\n"
+
+
+def _read_steps(metrics_jsonl: Path) -> list[dict[str, float]]:
+    if not metrics_jsonl.is_file():
+        raise FileNotFoundError(f"{metrics_jsonl}: no metrics log (did the run train?)")
+    steps = [json.loads(line) for line in metrics_jsonl.read_text().splitlines() if line.strip()]
+    if not steps:
+        raise ValueError(f"{metrics_jsonl}: no steps logged")
+    return steps
+
+
+def _trained(step: Mapping[str, float]) -> dict[str, float]:
+    """One step's metrics without those of frozen agents/roles (a "role/..." key whose role logged turns
+    but no trained turns that step); unprefixed keys stay."""
+    def frozen(role: str) -> bool:
+        return f"{role}/turns" in step and f"{role}/trained_turns" not in step
+
+    return {k: v for k, v in step.items() if "/" not in k or not frozen(k.split("/")[0])}
 
 
 def _mars2_base(cfg: TrainingStudyConfig, seed: int, **fields: Any) -> Any:
@@ -256,7 +312,9 @@ def run_mars2(cfg: TrainingStudyConfig) -> dict[str, Any]:
     head = (f"Seeds {list(cfg.seeds)}, {cfg.n_test_tasks} test tasks each, {cfg.rl_steps} RL steps x {cfg.tasks_per_step} "
             f"tasks x {cfg.max_nodes_per_tree} nodes, cold start {cfg.sft_epochs:g} epochs; lr per variant chosen on "
             f"validation: {chosen}.\n\n")
-    write_section(Path(cfg.results_md), "mars2", head + rows)
+    trained = {name: [run_dir(cfg, "mars2", s, name, float(lr)) for s in cfg.seeds] for name, lr in chosen.items()}
+    curves = write_curves(Path(cfg.results_md), "mars2", trained, f"study B, seeds {list(cfg.seeds)}, chosen lrs")
+    write_section(Path(cfg.results_md), "mars2", head + rows + "\n" + curves)
     return numbers
 
 

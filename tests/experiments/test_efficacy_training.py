@@ -49,6 +49,55 @@ def test_analysis_reads_entropy_and_flat_groups_where_the_run_logged_them(traini
     assert training.analysis_cells([a, old])[1] == "n/a → n/a; n/a"  # one seed without the figure: not averaged
 
 
+def test_a_frozen_role_is_left_out_of_the_turn_and_group_shares(training, tmp_path):
+    # coder RL only: the planner samples 4 turns in 2 groups (one flat) but trains none of them
+    steps = [{"step": 1, "coder/reward": 0.5, "coder/turns": 8.0, "coder/trained_turns": 6.0, "coder/zero_variance_groups": 0.25,
+              "coder/entropy": 0.2, "planner/turns": 4.0, "planner/zero_variance_groups": 0.5, "pass_rate": 0.5}]
+    a = training.run_analysis(write_log(tmp_path / "metrics.jsonl", steps))
+    assert a["zero_advantage_turns"] == pytest.approx(2 / 8) and a["zero_variance_groups"] == pytest.approx(0.25)
+
+
+def test_curves_give_each_steps_figures_over_the_trained_roles(training, tmp_path):
+    steps = [{"step": 1, "pass_rate": 0.25, "coder/turns": 8.0, "coder/trained_turns": 6.0, "coder/entropy": 0.2,
+              "planner/turns": 4.0, "planner/trained_turns": 0.0, "planner/entropy": 0.4, "coder/kl_ref": 0.0},
+             {"step": 2, "pass_rate": 0.5, "coder/turns": 8.0, "coder/trained_turns": 8.0, "coder/entropy": 0.1,
+              "planner/turns": 4.0, "planner/trained_turns": 2.0, "planner/entropy": 0.3, "coder/kl_ref": 0.5,
+              "debugger/turns": 3.0, "debugger/entropy": 9.0}]  # a frozen debugger: left out
+    c = training.run_curves(write_log(tmp_path / "metrics.jsonl", steps))
+    assert c["training pass rate"] == [0.25, 0.5]
+    assert c["zero-advantage turns"] == pytest.approx([6 / 12, 2 / 12])
+    assert c["entropy (nats/token)"] == pytest.approx([0.3, 0.2]) and c["KL to the cold start"] == [0.0, 0.5]
+    old = training.run_curves(write_log(tmp_path / "old.jsonl", [{"step": 1, "reward": 0.1, "pass_rate": 0.0}]))
+    assert old == {"training pass rate": [0.0]}  # never logged: absent, not 0
+
+
+def test_written_curves_are_the_seeds_mean_smoothed(training, load_experiment, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    plot = load_experiment("efficacy_plot")
+    assert plot.smoothed([1.0, 2.0, 3.0, 4.0], 2) == [1.0, 1.5, 2.5, 3.5]
+    for seed, rates in ((0, [0.0, 0.2, 0.4]), (1, [1.0, 0.6])):  # seed 1 stopped early: the mean runs 2 steps
+        (tmp_path / f"s{seed}").mkdir()
+        write_log(tmp_path / f"s{seed}" / "metrics.jsonl", [{"step": i, "pass_rate": r} for i, r in enumerate(rates, 1)])
+    line = training.write_curves(tmp_path / "r.md", "x", {"a & b": [tmp_path / "s0", tmp_path / "s1"]}, "t")
+    assert line == "Training curves (means over seeds, 1-step trailing average): `efficacy_x_curves.svg`.\n"
+    root = ET.fromstring((tmp_path / "efficacy_x_curves.svg").read_text())
+    [series] = [e for e in root.iter("{http://www.w3.org/2000/svg}polyline") if e.get("class") == "series"]
+    assert series.get("data-method") == "a & b" and series.get("data-curve") == "training pass rate"
+    # means 0.5 then 0.4, on an axis up to 0.5: the top of the panel, then 0.8 of the way up
+    top, bottom = 20 + plot.CURVE_TOP, 20 + plot.CURVE_H - plot.CURVE_BOTTOM
+    ys = [float(p.split(",")[1]) for p in series.get("points").split()]
+    assert ys == pytest.approx([top, bottom - 0.8 * (bottom - top)], abs=0.05)
+
+
+def curve_lines(svg) -> set[str]:
+    """The variants drawn in a curves plot's training-pass-rate panel."""
+    import xml.etree.ElementTree as ET
+
+    return {e.get("data-method") for e in ET.fromstring(svg.read_text()).iter("{http://www.w3.org/2000/svg}polyline")
+            if e.get("data-curve") == "training pass rate"}
+
+
 def test_analysis_of_a_missing_log_fails_loudly(training, tmp_path):
     with pytest.raises(FileNotFoundError, match="no metrics log"):
         training.run_analysis(tmp_path / "metrics.jsonl")
@@ -102,6 +151,8 @@ def test_a_tiny_mars2_study_chooses_lrs_on_validation_and_reports_every_variant(
     text = md.read_text()
     for name in [*training.MARS2_VARIANTS, "cold start, 1 agent", "cold start, 2 agents"]:
         assert f"| {name} |" in text
+    assert "`efficacy_mars2_curves.svg`" in text and curve_lines(tmp_path / "efficacy_mars2_curves.svg") == set(
+        training.MARS2_VARIANTS)
     monkeypatch.setattr(coral.train.mars2, "evaluate_search", refuse)  # and the test searches too, the second time
     study()
     assert json.loads((tmp_path / "out" / "mars2" / "results.json").read_text())["numbers"] == saved["numbers"]
@@ -138,6 +189,7 @@ def test_a_tiny_corecode_ablation_reports_every_variant_and_the_single_coder(tra
     assert all(len(r["rl"]) == 3 for r in runs.values())  # the same 3 test tasks for every run
     assert len({json.dumps(r["sft"], sort_keys=True) for n, r in runs.items() if n != "single-coder GRPO"}) == 1  # one cold start
     assert "against single-coder GRPO after RL" in md.read_text()
+    assert curve_lines(tmp_path / "efficacy_corecode_curves.svg") == set(runs)
     # run again: every finished run is read back, none trained or searched again, the same numbers
     import coral.train.corecode
     import coral.train.mars2
