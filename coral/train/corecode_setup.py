@@ -96,14 +96,25 @@ def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, Any], train: list[Task
 
 
 def sft_references(cfg: CoReCodeConfig, policies: dict[str, Any], saved: bool) -> dict[str, Any]:
-    """KL references of the trained roles (none when rl.loss.beta_kl is 0 and rl.log_kl is off). After SFT
-    they are copies of the policies, also written to out_dir/sft; on resume (`saved`) they are read back."""
+    """KL references of the trained roles (none when rl.loss.beta_kl is 0 and rl.log_kl is off): frozen
+    copies of the policies after SFT; on resume (`saved`) the cold start the run kept
+    (`corecode_fork.save_cold_start`, out_dir/sft/cold_start) is loaded into them, not the current weights."""
     if cfg.rl.loss.beta_kl == 0 and not cfg.rl.log_kl:
         return {}
-    from coral.train.grpo import saved_references
+    import torch
 
-    return saved_references({role: policies[role] for role in cfg.train_roles},
-                            {role: Path(cfg.out_dir) / "sft" / role for role in cfg.train_roles}, saved, "SFT reference")
+    from coral.train.checkpoints import load_weights
+    from coral.train.corecode_fork import COLD_START_DIR
+    from coral.train.grpo import frozen_copy
+
+    refs = {role: frozen_copy(policies[role]) for role in cfg.train_roles}
+    for role, ref in refs.items() if saved else ():
+        where = Path(cfg.out_dir) / COLD_START_DIR / f"{role}.pt"
+        if not where.is_file():
+            raise FileNotFoundError(f"a KL (rl.loss.beta_kl > 0 / rl.log_kl) needs the cold start of {role!r} at "
+                                    f"{where}, written before RL; it is missing, so this run cannot resume with a KL")
+        load_weights(ref, torch.load(where, weights_only=True))
+    return refs
 
 
 def make_learners(cfg: CoReCodeConfig, policies: dict[str, Any], references: dict[str, Any]) -> dict[str, Any]:

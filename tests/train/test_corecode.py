@@ -196,7 +196,7 @@ def test_kl_anchor_uses_the_saved_sft_policy_and_resume_needs_it(tmp_path, key):
     cfg = CoReCodeConfig(**{**SMALL, "rl_steps": 2, "rl": anchored, "out_dir": str(tmp_path / "run")})
     train_corecode(cfg, progress=False)
     run = tmp_path / "run"
-    assert (run / "sft" / "planner").is_dir() and (run / "sft" / "coder").is_dir()
+    assert not (run / "sft" / "planner").exists()  # the reference is the cold start the run keeps anyway
     metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     kl = {(int(m["step"]), role): m[f"{role}/{key}"] for m in metrics for role in ("planner", "coder")
           if f"{role}/{key}" in m}
@@ -204,12 +204,30 @@ def test_kl_anchor_uses_the_saved_sft_policy_and_resume_needs_it(tmp_path, key):
     first = [v for (step, _), v in kl.items() if step == 1]
     assert first and all(v == pytest.approx(0.0, abs=1e-6) for v in first)  # step 1 starts at the reference
     # (that the KL grows once the policy moves is test_grpo_trainer's kl test: here rewards may all be 0)
-    # a resumed run rebuilds the reference from out_dir/sft; without it, it refuses to go on
+    # a resumed run rebuilds the reference from out_dir/sft/cold_start; without it, it refuses to go on
     import shutil
 
     shutil.rmtree(run / "sft")
-    with pytest.raises(FileNotFoundError, match="SFT reference of 'planner'"):
+    with pytest.raises(FileNotFoundError, match="cold start of 'planner' at .*cold_start/planner.pt"):
         train_corecode(CoReCodeConfig(**{**SMALL, "rl_steps": 3, "rl": anchored, "out_dir": str(run)}), progress=False)
+
+
+def test_a_resumed_runs_kl_reference_is_its_cold_start_not_its_current_weights(tmp_path):
+    from coral.train.corecode_fork import save_cold_start
+    from coral.train.corecode_setup import sft_references
+
+    cfg = CoReCodeConfig(**{**SMALL, "rl": GRPOConfig(log_kl=True), "train_roles": ("coder",), "out_dir": str(tmp_path)})
+    policies = build_policies(cfg, build_tasks(cfg)[0])
+    cold = {n: t.clone() for n, t in policies["coder"].model.state_dict().items()}
+    save_cold_start(tmp_path, policies, {"step": 0})
+    with torch.no_grad():
+        for p in policies["coder"].model.parameters():
+            p.add_(1.0)  # RL moved the coder since
+    fresh, resumed = sft_references(cfg, policies, saved=False), sft_references(cfg, policies, saved=True)
+    assert set(fresh) == set(resumed) == {"coder"}  # the frozen planner needs none
+    for name, t in resumed["coder"].model.state_dict().items():
+        assert torch.equal(t, cold[name]) and not torch.equal(fresh["coder"].model.state_dict()[name], cold[name])
+    assert not any(p.requires_grad for p in resumed["coder"].model.parameters())
 
 
 def test_negative_beta_kl_is_rejected_with_its_dotted_name():
