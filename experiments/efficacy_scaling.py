@@ -59,9 +59,10 @@ class ScalingConfig:
     sft_epochs: float = 6.0
     n_train_tasks: int = 3000  # the cold start's train-split tasks (solve examples)
     refine_examples: int = 1000  # the cold start's refine-from-feedback examples
-    # None: each seed its own cold start; a seed: every seed searches with that seed's cold-started agents
-    # (seeds then differ in test tasks and sampling streams only: cheaper, and blind to cold-start spread)
-    cold_start_seed: int | None = 0
+    # None: each seed its own cold start (the cached ones study B trains too); a seed: every seed searches
+    # with that seed's cold-started agents (seeds then differ in test tasks and sampling streams only:
+    # cheaper, and blind to cold-start spread; the first run, 2026-12-05, shared seed 0's)
+    cold_start_seed: int | None = None
     max_new_tokens: int = 96  # longest code, in tokens (MARS2's default)
     # stop before the test phase when the chosen depth's validation pass rate is below this: every method
     # would score about 0, and the test phase costs most of the study
@@ -129,40 +130,43 @@ def why_table(stats: Mapping[str, Mapping[str, Sequence[int]]]) -> str:
     return markdown_table(["method (all nodes of all test trees)", *keys], rows)
 
 
-def _grow(policies: Sequence[Any], tasks: Sequence[Any], algorithm: str, budget: int, seed: int,
+def _grow(cold: tuple[str, Sequence[Any]], tasks: Sequence[Any], algorithm: str, budget: int, seed: int,
           sandbox: Any, path: Path, max_new_tokens: int) -> list[Any]:
-    """One tree per task (loaded from `path` when an earlier run grew it with the same settings)."""
+    """One tree per task with the agents `cold` = (cold start's name, its policies) (loaded from `path` when
+    an earlier run grew it with the same settings and the same cold start)."""
     from coral.seeding import EVAL_STEP
     from coral.train.mars2 import MARS2Config, make_tree_agents
-    from coral.workflows.tree import Tree, TreeConfig, search
+    from coral.workflows import tree as tree_search
 
+    name, policies = cold
     key = {"algorithm": algorithm, "budget": budget, "seed": seed, "agents": len(policies), "max_new_tokens": max_new_tokens,
-           "tasks": [t.id for t in tasks]}
+           "tasks": [t.id for t in tasks], "cold_start": name}
     if path.is_file():
         saved = json.loads(path.read_text())
         if saved["key"] == key:
-            return [Tree.from_dict(d) for d in saved["trees"]]
+            return [tree_search.Tree.from_dict(d) for d in saved["trees"]]
     agents = make_tree_agents(MARS2Config(seed=seed, agents=len(policies), max_new_tokens=max_new_tokens), policies)
-    trees = search(tasks, agents, sandbox, TreeConfig(algorithm, budget, seed=seed), step=EVAL_STEP)
+    trees = tree_search.search(tasks, agents, sandbox, tree_search.TreeConfig(algorithm, budget, seed=seed), step=EVAL_STEP)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"key": key, "trees": [t.to_dict() for t in trees]}))
     return trees
 
 
-def _cold_start(cfg: ScalingConfig, seed: int, sandbox: Any) -> list[Any]:
+def _cold_start(cfg: ScalingConfig, seed: int, sandbox: Any) -> tuple[str, list[Any]]:
+    """Seed `seed`'s cold start (cached): its name (`cold_start_key`) and its agents."""
     from dataclasses import replace
 
-    from mars2_compare import cached_cold_start
+    from mars2_compare import cached_cold_start, cold_start_key
 
     from coral.benchmarks.splits import build_tasks
     from coral.train.mars2 import MARS2Config
 
     base = MARS2Config(seed=seed, n_train_tasks=cfg.n_train_tasks, refine_examples=cfg.refine_examples)
     mcfg = replace(base, sft=replace(base.sft, epochs=cfg.sft_epochs))
-    return cached_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache))
+    return cold_start_key(mcfg), cached_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache))
 
 
-def validate(cfg: ScalingConfig, cold: Mapping[int, list[Any]], sandbox: Any) -> dict[str, Any]:
+def validate(cfg: ScalingConfig, cold: Mapping[int, tuple[str, list[Any]]], sandbox: Any) -> dict[str, Any]:
     """Per depth range: each seed's per-sample pass rate of the first agent on validation tasks."""
     from coral.benchmarks.procedural import make_tasks
 
@@ -171,7 +175,7 @@ def validate(cfg: ScalingConfig, cold: Mapping[int, list[Any]], sandbox: Any) ->
         name = f"{lo}-{hi}"
         for seed in cfg.seeds:
             tasks = make_tasks(cfg.n_val_tasks, "validation", min_depth=lo, max_depth=hi, seed=seed)
-            trees = _grow(cold[seed][:1], tasks, "best_of_n", cfg.val_budget, seed, sandbox,
+            trees = _grow((cold[seed][0], cold[seed][1][:1]), tasks, "best_of_n", cfg.val_budget, seed, sandbox,
                           Path(cfg.out) / f"seed{seed}" / f"val_{name}.json", cfg.max_new_tokens)
             rates.setdefault(name, {})[seed] = sample_pass_rate(trees)
             print(f"validation depth {name} seed {seed}: per-sample pass rate {rates[name][seed]:.3f}", flush=True)
@@ -190,7 +194,7 @@ def too_weak(val: Mapping[str, Any], min_rate: float) -> str | None:
             f"(sft_epochs, n_train_tasks, refine_examples) before the test phase.")
 
 
-def evaluate_test(cfg: ScalingConfig, cold: Mapping[int, list[Any]], depth: tuple[int, int], sandbox: Any,
+def evaluate_test(cfg: ScalingConfig, cold: Mapping[int, tuple[str, list[Any]]], depth: tuple[int, int], sandbox: Any,
          ) -> tuple[dict[str, dict[int, Any]], dict[str, dict[str, list[int]]]]:
     """(method -> seed -> budget -> figure -> task -> 0/1, on each seed's own test tasks; method -> node_stats
     summed over seeds)."""
@@ -203,7 +207,7 @@ def evaluate_test(cfg: ScalingConfig, cold: Mapping[int, list[Any]], depth: tupl
         tasks = make_tasks(cfg.n_test_tasks, "test", min_depth=depth[0], max_depth=depth[1], seed=seed + 1)
         for method, (algorithm, n_agents) in METHODS.items():
             t0 = time.perf_counter()
-            trees = _grow(cold[seed][:n_agents], tasks, algorithm, max(cfg.budgets), seed, sandbox,
+            trees = _grow((cold[seed][0], cold[seed][1][:n_agents]), tasks, algorithm, max(cfg.budgets), seed, sandbox,
                           Path(cfg.out) / f"seed{seed}" / f"test_{algorithm}_{n_agents}.json", cfg.max_new_tokens)
             figures[method][seed] = budget_figures(trees, cfg.budgets)
             for key, (ok, n) in node_stats(trees).items():

@@ -38,6 +38,15 @@ VARIANTS = {
 }
 
 
+def _cold_start_fields(cfg: MARS2Config) -> dict:
+    return {k: asdict(v) if is_dataclass(v) else v for k, v in ((k, getattr(cfg, k)) for k in COLD_START_FIELDS)}
+
+
+def cold_start_key(cfg: MARS2Config) -> str:
+    """The name of `cfg`'s cold start: a hash of the fields that make it (COLD_START_FIELDS), its cache folder."""
+    return hashlib.sha256(json.dumps(_cold_start_fields(cfg), sort_keys=True).encode()).hexdigest()[:12]
+
+
 def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Path | None) -> list:
     """Cold start once per (seed, cold-start fields); later runs (another lr, more steps) reuse it. A
     stopped cold start resumes from its SFT checkpoints (`sft_ckpt` in its cache folder)."""
@@ -45,8 +54,8 @@ def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Pa
         return cold_start(cfg, train, sandbox, progress=False)
     from coral.policy.hf import HFPolicy
 
-    key = {k: asdict(v) if is_dataclass(v) else v for k, v in ((k, getattr(cfg, k)) for k in COLD_START_FIELDS)}
-    where = cache / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    key = _cold_start_fields(cfg)
+    where = cache / cold_start_key(cfg)
     if (where / "done").exists():
         return [HFPolicy.load(where / f"agent{i}") for i in range(cfg.agents)]
     policies = cold_start(cfg, train, sandbox, progress=False, checkpoint_dir=where / "sft_ckpt")

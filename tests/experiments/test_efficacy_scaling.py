@@ -135,7 +135,7 @@ def test_a_tiny_run_chooses_a_depth_on_validation_and_writes_table_plot_and_json
     from coral.policy import tiny_policy
 
     tiny = [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(2)]
-    monkeypatch.setattr(scaling, "_cold_start", lambda cfg, seed, sandbox: tiny)
+    monkeypatch.setattr(scaling, "_cold_start", lambda cfg, seed, sandbox: (f"cold{seed}", tiny))
     runner = load_experiment("efficacy")
     md = tmp_path / "efficacy.md"
     fields = {"seeds": [0, 1], "budgets": [1, 2], "n_test_tasks": 2, "n_val_tasks": 2, "val_budget": 1,
@@ -148,6 +148,18 @@ def test_a_tiny_run_chooses_a_depth_on_validation_and_writes_table_plot_and_json
     text = md.read_text()
     assert "<!-- scaling:begin -->" in text and "AB-MCTS-A, 2 agents | 2 |" in text
     ET.fromstring((tmp_path / "efficacy_scaling.svg").read_text())
+
+
+def test_saved_trees_are_read_back_only_for_the_cold_start_that_grew_them(scaling, tmp_path, monkeypatch):
+    from coral.benchmarks.procedural import make_tasks
+    from coral.workflows import tree
+
+    grown = []
+    monkeypatch.setattr(tree, "search", lambda tasks, agents, sandbox, cfg, step: grown.append(cfg) or [])
+    tasks = make_tasks(2, "test", min_depth=2, max_depth=2, seed=1)
+    for name in ("seed0's", "seed0's", "seed1's"):  # a shared cold start, then each seed's own
+        scaling._grow((name, [object()]), tasks, "best_of_n", 4, 1, None, tmp_path / "t.json", 8)
+    assert len(grown) == 2  # the second call read the first's trees back; the third grew its own
 
 
 def test_a_cold_start_that_solves_nothing_on_validation_stops_before_the_test_phase(scaling):
