@@ -11,6 +11,7 @@ import math
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -209,9 +210,14 @@ def _worker_start(parent: int, queue: Any) -> None:
     trainer behind holding the CPUs (Linux; elsewhere a worker notices only when its pipe breaks)."""
     global _PROGRESS
     _PROGRESS = queue
+    # The signal follows the parent *thread* that started this worker: ProcessPoolExecutor (spawn, no
+    # max_tasks_per_child) starts its workers in the thread that calls submit, which waits in train_sft_many
     if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            warnings.warn(f"SFT worker: prctl(PR_SET_PDEATHSIG) failed (errno {ctypes.get_errno()}); it will not "
+                          "die with a killed parent", RuntimeWarning, stacklevel=1)
     if os.getppid() != parent:  # the parent was gone before the line above took effect
         os._exit(1)
 

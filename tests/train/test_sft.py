@@ -290,9 +290,11 @@ def test_parallel_sft_workers_die_with_a_killed_parent(tmp_path):
         "from coral.train.sft import SFTConfig, corecode_sft_examples\n"
         "from coral.train.sft_parallel import train_sft_many\n"
         "data = corecode_sft_examples(make_tasks(8, 'train', seed=0))\n"
-        "jobs = {r: (tiny_policy(seed=i, d_model=32, n_layers=1), data[r], SFTConfig(epochs=10000, batch_size=8))\n"
-        "        for i, r in enumerate(('planner', 'coder'))}\n"
-        f"train_sft_many(jobs, {str(tmp_path / 'work')!r}, progress=False, processes=2)\n")
+        "if __name__ == '__main__':  # the spawned workers import this file too\n"
+        "    jobs = {r: (tiny_policy(seed=i, d_model=32, n_layers=1), data[r], SFTConfig(epochs=10000, batch_size=8))\n"
+        "            for i, r in enumerate(('planner', 'coder'))}\n"
+        f"    train_sft_many(jobs, {str(tmp_path / 'work')!r}, progress=False, processes=2,\n"
+        f"                   checkpoints={{r: {str(tmp_path)!r} + f'/{{r}}.pt' for r in jobs}})\n")
     parent = subprocess.Popen([sys.executable, str(script)], env={**os.environ, "OMP_NUM_THREADS": "1"})
 
     def workers() -> list[int]:
@@ -300,7 +302,7 @@ def test_parallel_sft_workers_die_with_a_killed_parent(tmp_path):
         for task in os.listdir(f"/proc/{parent.pid}/task"):
             with open(f"/proc/{parent.pid}/task/{task}/children") as fh:
                 found += [int(c) for c in fh.read().split()]
-        return [pid for pid in found if b"spawn_main" in open(f"/proc/{pid}/cmdline", "rb").read()]
+        return [pid for pid in found if b"spawn_main" in _cmdline(pid)]
 
     def alive(pid: int) -> bool:
         try:
@@ -315,7 +317,10 @@ def test_parallel_sft_workers_die_with_a_killed_parent(tmp_path):
         while len(spawned := workers()) < 2:
             assert parent.poll() is None and time.monotonic() < deadline, "the SFT workers never started"
             time.sleep(0.2)
-        time.sleep(5)  # let them get into training
+        while not all((tmp_path / f"{r}.pt").is_file() for r in ("planner", "coder")):  # both past 50 steps
+            assert parent.poll() is None and time.monotonic() < deadline, "the SFT workers never trained"
+            time.sleep(0.2)
+        assert parent.poll() is None and all(alive(pid) for pid in spawned)  # training, when the parent is killed
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         deadline = time.monotonic() + 30
@@ -326,3 +331,11 @@ def test_parallel_sft_workers_die_with_a_killed_parent(tmp_path):
         parent.kill()
         for pid in [pid for pid in spawned if alive(pid)]:  # the old code's orphans
             os.kill(pid, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:  # exited since it was listed
+        return b""
