@@ -310,7 +310,7 @@ def run_mars2(cfg: TrainingStudyConfig) -> dict[str, Any]:
         for seed in cfg.seeds:
             for name, lr in chosen.items():
                 per_seed[seed]["test"][name] = _mars2_test(cfg, seed, name, float(lr), sandbox)
-    rows = _mars2_rows(per_seed, chosen)
+    rows = _mars2_rows(per_seed, chosen) + _mars2_pairs(per_seed)
     numbers = {"chosen_lr": chosen, "per_seed": per_seed}
     save_run(Path(cfg.out) / "mars2" / "results.json", asdict(cfg), numbers)
     head = (f"Seeds {list(cfg.seeds)}, {cfg.n_test_tasks} test tasks each, {cfg.rl_steps} RL steps x {cfg.tasks_per_step} "
@@ -342,6 +342,18 @@ def _mars2_rows(per_seed: Mapping[int, Any], chosen: Mapping[str, str]) -> str:
     return markdown_table(["variant", "lr", "Pass@1", "Pass@N", "Pass@1 change vs its cold start (paired)",
                            "per-agent Pass@1", "train reward first → last 3 steps; zero-advantage turns; flat groups",
                            "entropy first → last; KL to cold start last"], rows)
+
+
+def _mars2_pairs(per_seed: Mapping[int, Any]) -> str:
+    """The papers' two claims as paired Pass@1 changes after RL: MARS2 against single-agent GRPO, and
+    shaping against none."""
+    def rates(name: str) -> dict[int, Any]:
+        return {s: per_seed[s]["test"][name]["pass@1"] for s in per_seed}
+
+    pairs = [("MARS2, no shaping", "single-agent GRPO"), ("MARS2 + shaping", "single-agent GRPO"),
+             ("MARS2 + shaping", "MARS2, no shaping")]
+    return "\n" + "".join(f"{a} against {b}, after RL (Pass@1, paired per task): "
+                          f"{fmt_change(pooled_paired_change(rates(b), rates(a)))}\n" for a, b in pairs)
 
 
 def analysis_cells(runs: Sequence[Mapping[str, float]]) -> list[str]:

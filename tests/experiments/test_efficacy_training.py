@@ -151,6 +151,7 @@ def test_a_tiny_mars2_study_chooses_lrs_on_validation_and_reports_every_variant(
     text = md.read_text()
     for name in [*training.MARS2_VARIANTS, "cold start, 1 agent", "cold start, 2 agents"]:
         assert f"| {name} |" in text
+    assert "MARS2 + shaping against single-agent GRPO, after RL (Pass@1, paired per task): " in text
     assert "`efficacy_mars2_curves.svg`" in text and curve_lines(tmp_path / "efficacy_mars2_curves.svg") == set(
         training.MARS2_VARIANTS)
     monkeypatch.setattr(coral.train.mars2, "evaluate_search", refuse)  # and the test searches too, the second time
