@@ -61,8 +61,8 @@ class ScalingConfig:
     refine_examples: int = 1000  # the cold start's refine-from-feedback examples
     # None: each seed its own cold start (the cached ones study B trains too); a seed: every seed searches
     # with that seed's cold-started agents (seeds then differ in test tasks and sampling streams only:
-    # cheaper, and blind to cold-start spread; the run of 2026-12-05 shared seed 0's)
-    cold_start_seed: int | None = 0
+    # cheaper, and blind to cold-start spread; the first run of 2026-12-05 shared seed 0's)
+    cold_start_seed: int | None = None
     max_new_tokens: int = 96  # longest code, in tokens (MARS2's default)
     # stop before the test phase when the chosen depth's validation pass rate is below this: every method
     # would score about 0, and the test phase costs most of the study
