@@ -153,17 +153,18 @@ def _grow(cold: tuple[str, Sequence[Any]], tasks: Sequence[Any], algorithm: str,
 
 
 def _cold_start(cfg: ScalingConfig, seed: int, sandbox: Any) -> tuple[str, list[Any]]:
-    """Seed `seed`'s cold start (cached): its name (`cold_start_key`) and its agents."""
+    """Seed `seed`'s cold start (cached): its name (`cold_start_name`: key and weights digest) and its agents."""
     from dataclasses import replace
 
-    from mars2_compare import cached_cold_start, cold_start_key
+    from mars2_compare import cached_cold_start, cold_start_name
 
     from coral.benchmarks.splits import build_tasks
     from coral.train.mars2 import MARS2Config
 
     base = MARS2Config(seed=seed, n_train_tasks=cfg.n_train_tasks, refine_examples=cfg.refine_examples)
     mcfg = replace(base, sft=replace(base.sft, epochs=cfg.sft_epochs))
-    return cold_start_key(mcfg), cached_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache))
+    policies = cached_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache))
+    return cold_start_name(mcfg, Path(cfg.cold_cache)), policies
 
 
 def validate(cfg: ScalingConfig, cold: Mapping[int, tuple[str, list[Any]]], sandbox: Any) -> dict[str, Any]:

@@ -47,6 +47,20 @@ def cold_start_key(cfg: MARS2Config) -> str:
     return hashlib.sha256(json.dumps(_cold_start_fields(cfg), sort_keys=True).encode()).hexdigest()[:12]
 
 
+def cold_start_name(cfg: MARS2Config, cache: Path) -> str:
+    """What identifies a cached cold start's agents: its key and a digest of the weights it saved, so that
+    results made with a cold start that was deleted and trained again (another machine, other code) are
+    not mistaken for this one's."""
+    where = Path(cache) / cold_start_key(cfg)
+    files = sorted(where.glob("agent*/*.safetensors"))
+    if not (where / "done").exists() or not files:
+        raise FileNotFoundError(f"{where}: no finished cold start to name (run cached_cold_start first)")
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.relative_to(where).as_posix().encode() + f.read_bytes())
+    return f"{where.name}:{digest.hexdigest()[:12]}"
+
+
 def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Path | None) -> list:
     """Cold start once per (seed, cold-start fields); later runs (another lr, more steps) reuse it. A
     stopped cold start resumes from its SFT checkpoints (`sft_ckpt` in its cache folder)."""

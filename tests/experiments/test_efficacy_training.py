@@ -267,3 +267,25 @@ def test_a_cached_cold_start_keeps_its_sft_checkpoints_in_its_cache_folder_until
     assert where.parent == tmp_path and seen[0].name == "sft_ckpt"
     assert (where / "done").exists() and not seen[0].exists()  # done: the checkpoints go
     assert len(compare.cached_cold_start(cfg, [], None, tmp_path)) == cfg.agents and len(seen) == 1  # read back
+
+
+def test_a_cold_starts_name_changes_with_its_weights_not_only_its_config(training, tmp_path, monkeypatch):
+    import shutil
+    import sys
+
+    from coral.policy import tiny_policy
+    from coral.train.mars2 import MARS2Config
+
+    compare = sys.modules["mars2_compare"]
+    trained = iter([0, 1])
+    monkeypatch.setattr(compare, "cold_start", lambda cfg, train, sandbox, progress=True, checkpoint_dir=None: [
+        tiny_policy(seed=next(trained), d_model=32, n_layers=1)])
+    cfg = MARS2Config(seed=3, agents=1)
+    with pytest.raises(FileNotFoundError, match="no finished cold start"):
+        compare.cold_start_name(cfg, tmp_path)
+    compare.cached_cold_start(cfg, [], None, tmp_path)
+    first = compare.cold_start_name(cfg, tmp_path)
+    assert first.startswith(compare.cold_start_key(cfg) + ":") and compare.cold_start_name(cfg, tmp_path) == first
+    shutil.rmtree(tmp_path / compare.cold_start_key(cfg))  # the cache deleted, the same config trained again
+    compare.cached_cold_start(cfg, [], None, tmp_path)
+    assert compare.cold_start_name(cfg, tmp_path) != first
