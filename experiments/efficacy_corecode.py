@@ -133,8 +133,7 @@ def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
     head = (f"Seeds {list(cfg.seeds)}, {cfg.n_test_tasks} test tasks each, {cfg.rl_steps} RL steps, sampled pass@1 from "
             f"{cfg.eval_samples_per_task} samples per task at the RL temperature; CoRe-Code at its defaults.\n\n")
     variants = list(per_seed[cfg.seeds[0]])
-    folders = {name: [run_dir(cfg, "corecode", s, name) if name == SINGLE else corecode_config(cfg, s, name).out_dir
-                      for s in cfg.seeds] for name in variants}
+    folders = {name: [run_dir(cfg, "corecode", s, name) for s in cfg.seeds] for name in variants}  # every run's out_dir
     curves = write_curves(Path(cfg.results_md), "corecode", folders, f"study C, seeds {list(cfg.seeds)}")
     write_section(Path(cfg.results_md), "corecode", head + table + "\n" + curves)
     return {"per_seed": per_seed}

@@ -130,15 +130,15 @@ def why_table(stats: Mapping[str, Mapping[str, Sequence[int]]]) -> str:
     return markdown_table(["method (all nodes of all test trees)", *keys], rows)
 
 
-def _grow(cold: tuple[str, Sequence[Any]], tasks: Sequence[Any], algorithm: str, budget: int, seed: int,
-          sandbox: Any, path: Path, max_new_tokens: int) -> list[Any]:
-    """One tree per task with the agents `cold` = (cold start's name, its policies) (loaded from `path` when
-    an earlier run grew it with the same settings and the same cold start)."""
+def _grow(cold: tuple[str, Sequence[Any]], n_agents: int, tasks: Sequence[Any], algorithm: str, budget: int,
+          seed: int, sandbox: Any, path: Path, max_new_tokens: int) -> list[Any]:
+    """One tree per task with the first `n_agents` agents of `cold` = (cold start's name, its policies)
+    (loaded from `path` when an earlier run grew it with the same settings and the same cold start)."""
     from coral.seeding import EVAL_STEP
     from coral.train.mars2 import MARS2Config, make_tree_agents
     from coral.workflows import tree as tree_search
 
-    name, policies = cold
+    name, policies = cold[0], cold[1][:n_agents]
     key = {"algorithm": algorithm, "budget": budget, "seed": seed, "agents": len(policies), "max_new_tokens": max_new_tokens,
            "tasks": [t.id for t in tasks], "cold_start": name}
     if path.is_file():
@@ -176,7 +176,7 @@ def validate(cfg: ScalingConfig, cold: Mapping[int, tuple[str, list[Any]]], sand
         name = f"{lo}-{hi}"
         for seed in cfg.seeds:
             tasks = make_tasks(cfg.n_val_tasks, "validation", min_depth=lo, max_depth=hi, seed=seed)
-            trees = _grow((cold[seed][0], cold[seed][1][:1]), tasks, "best_of_n", cfg.val_budget, seed, sandbox,
+            trees = _grow(cold[seed], 1, tasks, "best_of_n", cfg.val_budget, seed, sandbox,
                           Path(cfg.out) / f"seed{seed}" / f"val_{name}.json", cfg.max_new_tokens)
             rates.setdefault(name, {})[seed] = sample_pass_rate(trees)
             print(f"validation depth {name} seed {seed}: per-sample pass rate {rates[name][seed]:.3f}", flush=True)
@@ -208,7 +208,7 @@ def evaluate_test(cfg: ScalingConfig, cold: Mapping[int, tuple[str, list[Any]]],
         tasks = make_tasks(cfg.n_test_tasks, "test", min_depth=depth[0], max_depth=depth[1], seed=seed + 1)
         for method, (algorithm, n_agents) in METHODS.items():
             t0 = time.perf_counter()
-            trees = _grow((cold[seed][0], cold[seed][1][:n_agents]), tasks, algorithm, max(cfg.budgets), seed, sandbox,
+            trees = _grow(cold[seed], n_agents, tasks, algorithm, max(cfg.budgets), seed, sandbox,
                           Path(cfg.out) / f"seed{seed}" / f"test_{algorithm}_{n_agents}.json", cfg.max_new_tokens)
             figures[method][seed] = budget_figures(trees, cfg.budgets)
             for key, (ok, n) in node_stats(trees).items():

@@ -158,7 +158,7 @@ def test_saved_trees_are_read_back_only_for_the_cold_start_that_grew_them(scalin
     monkeypatch.setattr(tree, "search", lambda tasks, agents, sandbox, cfg, step: grown.append(cfg) or [])
     tasks = make_tasks(2, "test", min_depth=2, max_depth=2, seed=1)
     for name in ("seed0's", "seed0's", "seed1's"):  # a shared cold start, then each seed's own
-        scaling._grow((name, [object()]), tasks, "best_of_n", 4, 1, None, tmp_path / "t.json", 8)
+        scaling._grow((name, [object()]), 1, tasks, "best_of_n", 4, 1, None, tmp_path / "t.json", 8)
     assert len(grown) == 2  # the second call read the first's trees back; the third grew its own
 
 
