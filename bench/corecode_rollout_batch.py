@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from coral.benchmarks.splits import build_tasks, rl_tasks
+from coral.corecode.recipe import CoReCodeConfig, rl_step
 from coral.policy.hf import HFPolicy
 from coral.sandbox import Sandbox
-from coral.train.corecode import CoReCodeConfig, rl_step
 from coral.train.loop import next_batch
 
 

@@ -21,14 +21,14 @@ import shutil
 import time
 from pathlib import Path
 
+from coral.hiras.cli import DEMO_MODEL, policy_for
+from coral.hiras.execution import run_command
+from coral.hiras.hiras import HirasConfig
+from coral.hiras.judges import PROTOCOLS, judge_repo
+from coral.hiras.paper import FIXTURE_PAPER, FIXTURE_REFERENCE, load_paper
+from coral.hiras.reproduce import run_hiras, run_papercoder
+from coral.hiras.workspace import Workspace
 from coral.policy.scripted import ScriptedPolicy
-from coral.research.cli import DEMO_MODEL, policy_for
-from coral.research.execution import run_command
-from coral.research.hiras import HirasConfig
-from coral.research.judges import PROTOCOLS, judge_repo
-from coral.research.paper import FIXTURE_PAPER, FIXTURE_REFERENCE, load_paper
-from coral.research.reproduce import run_hiras, run_papercoder
-from coral.research.workspace import Workspace
 from coral.sandbox import Sandbox
 
 

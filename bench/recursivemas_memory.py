@@ -22,13 +22,13 @@ def one_step(checkpointing: bool, rounds: int, latent_steps: int) -> dict[str, f
     import torch
 
     from coral.benchmarks.procedural import make_tasks
-    from coral.latent.data import procedural_records
-    from coral.latent.patterns import get_pattern
-    from coral.latent.system import RecursiveMAS
-    from coral.latent.train import outer_loss
     from coral.policy.hf import HFPolicy
     from coral.policy.tiny import build_model, build_tokenizer
     from coral.procmem import proc_hwm_kb, proc_rss_kb, reset_peak
+    from coral.recursivemas.data import procedural_records
+    from coral.recursivemas.patterns import get_pattern
+    from coral.recursivemas.system import RecursiveMAS
+    from coral.recursivemas.train import outer_loss
 
     records = procedural_records(make_tasks(8, "train", min_depth=1, max_depth=2, seed=0))
     tok = build_tokenizer()

@@ -32,13 +32,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from coral.latent.agents import build_records
-from coral.latent.config import ColdStartConfig, InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
-from coral.latent.data import Record, benchmark_records
-from coral.latent.evaluate import WORKFLOWS, evaluate
-from coral.latent.latentmas import LatentMAS
-from coral.latent.recipe import build_system, load_or_build_agents
-from coral.latent.train import new_state, restore, train_links
+from coral.recursivemas.agents import build_records
+from coral.recursivemas.config import ColdStartConfig, InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
+from coral.recursivemas.data import Record, benchmark_records
+from coral.recursivemas.evaluate import WORKFLOWS, evaluate
+from coral.recursivemas.latentmas import LatentMAS
+from coral.recursivemas.recipe import build_system, load_or_build_agents
+from coral.recursivemas.train import new_state, restore, train_links
 from coral.sandbox import Sandbox
 from coral.train.loop import Run
 from coral.train.loop import new_state as new_trainer_state

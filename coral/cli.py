@@ -64,19 +64,24 @@ def _config(cls: type, args: argparse.Namespace) -> Any:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from coral.evaluation import EvalConfig, print_summary, run_eval
+    from coral.evaluation import LATENT_WORKFLOWS, EvalConfig, print_summary, run_eval
 
     cfg = _config(EvalConfig, args)
-    summary = run_eval(cfg, progress=not args.no_progress)
+    if cfg.workflow in LATENT_WORKFLOWS:
+        from coral.recursivemas import run_latent_eval  # lazy: torch and the agents only for this workflow
+
+        summary = run_latent_eval(cfg)
+    else:
+        summary = run_eval(cfg, progress=not args.no_progress)
     print_summary(summary, cfg)
     return 0
 
 
 def recipes() -> dict[str, tuple[type, Callable[..., Any]]]:
     """`coral train`'s recipes: name -> (config class, train function(cfg, progress=...))."""
-    from coral.latent import RecursiveMASConfig, train_recursivemas
-    from coral.train.corecode import CoReCodeConfig, train_corecode
-    from coral.train.mars2 import MARS2Config, train_mars2
+    from coral.corecode.recipe import CoReCodeConfig, train_corecode
+    from coral.mars2.recipe import MARS2Config, train_mars2
+    from coral.recursivemas import RecursiveMASConfig, train_recursivemas
 
     return {"corecode": (CoReCodeConfig, train_corecode), "mars2": (MARS2Config, train_mars2),
             "recursivemas": (RecursiveMASConfig, train_recursivemas)}
@@ -125,7 +130,7 @@ def _train_flags() -> dict[str, tuple[str, Any]]:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from coral.train.corecode import CoReCodeConfig, run_demo
+    from coral.corecode.recipe import CoReCodeConfig, run_demo
 
     cfg = _config(CoReCodeConfig, args)
     run_demo(cfg, progress=not args.no_progress)
@@ -133,7 +138,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
-    from coral.search import SearchConfig, run_search
+    from coral.mars2.search import SearchConfig, run_search
 
     cfg = _config(SearchConfig, args)
     run_search(cfg, progress=not args.no_progress)
@@ -142,9 +147,9 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int]]] = {
     "eval": ("coral.evaluation", "EvalConfig", _cmd_eval),
-    "demo": ("coral.train.corecode", "CoReCodeConfig", _cmd_demo),
-    "train": ("coral.train.corecode", "CoReCodeConfig", _cmd_train),
-    "search": ("coral.search", "SearchConfig", _cmd_search),
+    "demo": ("coral.corecode.recipe", "CoReCodeConfig", _cmd_demo),
+    "train": ("coral.corecode.recipe", "CoReCodeConfig", _cmd_train),
+    "search": ("coral.mars2.search", "SearchConfig", _cmd_search),
 }
 
 
@@ -164,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         p.add_argument("--config", default=None, help="YAML config file; flags override it")
         _add_flags(p, config_flags(cls))
-    from coral.research.cli import add_research_commands
+    from coral.hiras.cli import add_research_commands
 
     add_research_commands(sub)  # reproduce, judge: each sets args.handler
     return parser

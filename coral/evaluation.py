@@ -144,7 +144,8 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
     from coral.sandbox import Sandbox
 
     if cfg.workflow in LATENT_WORKFLOWS:
-        return run_latent_eval(cfg)
+        raise UserInputError(f"workflow {cfg.workflow!r} is RecursiveMAS's: coral.recursivemas.run_latent_eval "
+                             "evaluates it (`coral eval` does)")
     tasks = list(tasks) if tasks is not None else load_benchmark(cfg.bench_name, limit=cfg.limit, seed=cfg.seed)
     if not tasks:
         raise UserInputError(f"benchmark {cfg.bench_name!r} has no tasks")
@@ -189,27 +190,6 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
 
 
 LATENT_WORKFLOWS = ("recursive", "text-mas")
-
-
-def run_latent_eval(cfg: EvalConfig) -> dict[str, float]:
-    """`--workflow recursive | text-mas`: coral.latent's evaluation of a trained RecursiveMAS run;
-    writes `<out_dir>/samples.jsonl` (answer, correct, decoded tokens, wall time per sample) and
-    `<out_dir>/summary.json`."""
-    from coral.latent import eval_run
-
-    if cfg.latent_run_dir is None:
-        raise UserInputError(f"workflow {cfg.workflow!r} needs field 'latent_run_dir' (a run of `coral train` "
-                             f"with recipe recursivemas)")
-    out_dir = Path(cfg.out_dir)
-    # no bench: the run's own records; a bench given (humaneval, procedural-test) is evaluated instead
-    summary = eval_run(cfg.latent_run_dir, cfg.workflow, cfg.latent_rounds or None, cfg.latent_split,
-                       samples_path=out_dir / "samples.jsonl", bench=cfg.bench, limit=cfg.limit)
-    n = len((out_dir / "samples.jsonl").read_text().splitlines())
-    # wall_s: the workflows' own time (loading the agents and judging answers are not part of it)
-    summary = {"samples": float(n), **summary, "decoded_tokens": summary["decoded_tokens_per_sample"] * n,
-               "wall_s": summary["wall_s_per_sample"] * n}
-    (out_dir / "summary.json").write_text(json.dumps({"config": asdict(cfg), "summary": summary}, indent=2))
-    return summary
 
 
 def _check_unique_ids(tasks: Sequence[Task], bench: str) -> None:

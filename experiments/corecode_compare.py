@@ -17,11 +17,11 @@ import argparse
 from pathlib import Path
 
 from coral.benchmarks.splits import build_tasks, fresh_tasks, rl_tasks
+from coral.corecode.evaluate import evaluate_pass1, paired_change_between
+from coral.corecode.recipe import CoReCodeConfig
 from coral.policy.hf import HFPolicy
 from coral.report.error_bars import rate_se
 from coral.sandbox import Sandbox
-from coral.train.corecode import CoReCodeConfig
-from coral.train.corecode_eval import evaluate_pass1, paired_change_between
 
 
 def main() -> None:

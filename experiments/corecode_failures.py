@@ -20,11 +20,11 @@ import collections
 from pathlib import Path
 
 from coral.benchmarks.splits import build_tasks
+from coral.corecode.recipe import CoReCodeConfig
+from coral.corecode.setup import make_agents
 from coral.policy.hf import HFPolicy
 from coral.report.error_bars import rate_se
 from coral.sandbox import Sandbox
-from coral.train.corecode import CoReCodeConfig
-from coral.train.corecode_setup import make_agents
 from coral.workflows.chain import ChainConfig, run_chain
 from coral.workflows.common import judge, problem_text
 

@@ -25,18 +25,18 @@ from pathlib import Path
 
 from coral.benchmarks.splits import build_tasks, fresh_tasks, rl_tasks
 from coral.config import from_mapping
-from coral.policy.hf import HFPolicy
-from coral.report.error_bars import rate_se
-from coral.sandbox import Sandbox
-from coral.train.corecode import CoReCodeConfig, rl_step
-from coral.train.corecode_eval import evaluate_pass1, fmt_change, paired_change_between
-from coral.train.corecode_setup import (
+from coral.corecode.evaluate import evaluate_pass1, fmt_change, paired_change_between
+from coral.corecode.recipe import CoReCodeConfig, rl_step
+from coral.corecode.setup import (
     build_policies,
     frozen_copy,
     make_learners,
     sft_checkpoint_dir,
     sft_corecode,
 )
+from coral.policy.hf import HFPolicy
+from coral.report.error_bars import rate_se
+from coral.sandbox import Sandbox
 from coral.train.loop import next_batch
 
 

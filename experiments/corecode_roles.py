@@ -42,8 +42,8 @@ from efficacy_protocol import (
 )
 
 from coral.config import from_mapping
+from coral.corecode.recipe import CoReCodeConfig, train_corecode
 from coral.evaluation import task_pass_rates
-from coral.train.corecode import CoReCodeConfig, train_corecode
 
 ROLES = ["planner", "coder", "debugger"]
 ARMS: dict[str, dict[str, Any]] = {

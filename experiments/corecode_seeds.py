@@ -17,8 +17,8 @@ import statistics
 from pathlib import Path
 
 from coral.config import from_mapping
+from coral.corecode.recipe import CoReCodeConfig, train_corecode
 from coral.report.error_bars import mean_se
-from coral.train.corecode import CoReCodeConfig, train_corecode
 
 # summary["change"] key -> the figure's suffix in summary ("pass@1<suffix>_sft")
 CHANGE_KEYS = {"greedy": "", "sampled": "_sampled", "fresh_greedy": "_fresh", "fresh_sampled": "_fresh_sampled"}

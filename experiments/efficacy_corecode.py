@@ -51,7 +51,7 @@ def corecode_config(cfg: TrainingStudyConfig, seed: int, name: str) -> Any:
     trained roles from `name`. Every variant of a seed has the same chain, so the same tokenizer and SFT: the
     full variant trains it, the others start from it (`cold_start_from`) instead of training it again."""
     from coral.config import from_mapping
-    from coral.train.corecode import CoReCodeConfig
+    from coral.corecode.recipe import CoReCodeConfig
 
     chain = {"debug_rounds": int("debugger" in cfg.corecode_roles), "retrieved_examples": int("retriever" in cfg.corecode_roles)}
     fields = {"n_fresh_tasks": 0, **chain, **cfg.corecode, "seed": seed, "rl_steps": cfg.rl_steps, "n_test_tasks": cfg.n_test_tasks,
@@ -63,8 +63,8 @@ def corecode_config(cfg: TrainingStudyConfig, seed: int, name: str) -> Any:
 
 
 def _corecode_run(cfg: TrainingStudyConfig, seed: int, name: str) -> dict[str, Any]:
+    from coral.corecode.recipe import train_corecode
     from coral.evaluation import task_pass_rates
-    from coral.train.corecode import train_corecode
 
     ccfg = corecode_config(cfg, seed, name)
     out = Path(ccfg.out_dir)
@@ -86,10 +86,10 @@ def _single_coder(cfg: TrainingStudyConfig, seed: int, ccfg: Any, sandbox: Any) 
 
     from coral.benchmarks.procedural import make_tasks
     from coral.benchmarks.splits import build_tasks
+    from coral.mars2.recipe import MARS2Config, make_tree_agents, train_mars2
+    from coral.mars2.tree import TreeConfig, search
     from coral.policy.hf import HFPolicy
     from coral.seeding import EVAL_STEP
-    from coral.train.mars2 import MARS2Config, make_tree_agents, train_mars2
-    from coral.workflows.tree import TreeConfig, search
 
     codes_per_task = ccfg.plans_per_task * ccfg.codes_per_plan
     base = MARS2Config(seed=seed, agents=1, algorithm="best_of_n", shaping=False, n_train_tasks=ccfg.n_train_tasks,

@@ -83,7 +83,7 @@ class ScalingConfig:
 
 def budget_figures(trees: Sequence[Any], budgets: Sequence[int]) -> dict[int, dict[str, dict[str, float]]]:
     """budget -> {"pass@1": task -> 0/1, "pass@n": task -> 0/1} from each tree's first `budget` nodes."""
-    from coral.workflows.tree import Tree
+    from coral.mars2.tree import Tree
 
     out: dict[int, dict[str, dict[str, float]]] = {}
     for k in budgets:
@@ -134,9 +134,9 @@ def _grow(cold: tuple[str, Sequence[Any]], n_agents: int, tasks: Sequence[Any], 
           seed: int, sandbox: Any, path: Path, max_new_tokens: int) -> list[Any]:
     """One tree per task with the first `n_agents` agents of `cold` = (cold start's name, its policies)
     (loaded from `path` when an earlier run grew it with the same settings and the same cold start)."""
+    from coral.mars2.recipe import MARS2Config, make_tree_agents
     from coral.seeding import EVAL_STEP
-    from coral.train.mars2 import MARS2Config, make_tree_agents
-    from coral.workflows import tree as tree_search
+    from coral.mars2 import tree as tree_search
 
     name, policies = cold[0], cold[1][:n_agents]
     key = {"algorithm": algorithm, "budget": budget, "seed": seed, "agents": len(policies), "max_new_tokens": max_new_tokens,
@@ -159,7 +159,7 @@ def _cold_start(cfg: ScalingConfig, seed: int, sandbox: Any) -> tuple[str, list[
     from mars2_compare import cached_cold_start, cold_start_name
 
     from coral.benchmarks.splits import build_tasks
-    from coral.train.mars2 import MARS2Config
+    from coral.mars2.recipe import MARS2Config
 
     base = MARS2Config(seed=seed, n_train_tasks=cfg.n_train_tasks, refine_examples=cfg.refine_examples)
     mcfg = replace(base, sft=replace(base.sft, epochs=cfg.sft_epochs))

@@ -188,7 +188,7 @@ def _trained(step: Mapping[str, float]) -> dict[str, float]:
 
 
 def _mars2_base(cfg: TrainingStudyConfig, seed: int, **fields: Any) -> Any:
-    from coral.train.mars2 import MARS2Config
+    from coral.mars2.recipe import MARS2Config
 
     base = MARS2Config(seed=seed, rl_steps=cfg.rl_steps, n_test_tasks=cfg.n_test_tasks,
                        max_nodes_per_tree=cfg.max_nodes_per_tree, tasks_per_step=cfg.tasks_per_step,
@@ -208,7 +208,7 @@ def _mars2_seed(cfg: TrainingStudyConfig, seed: int, sandbox: Any) -> dict[str, 
 
     from coral.benchmarks.procedural import make_tasks
     from coral.benchmarks.splits import build_tasks
-    from coral.train.mars2 import train_mars2
+    from coral.mars2.recipe import train_mars2
 
     mcfg = _mars2_base(cfg, seed)
     train, test = build_tasks(mcfg.splits)
@@ -269,7 +269,7 @@ def search_once(path: Path, config: Any, policies: Callable[[], Sequence[Any]], 
                 sandbox: Any) -> dict[str, Any]:
     """Per-task and summary figures of `config`'s search of `tasks` with `policies()`, saved at `path`
     (`write_back`) and read back from there, without loading the policies, when run again."""
-    from coral.train.mars2 import evaluate_search
+    from coral.mars2.recipe import evaluate_search
 
     numbers = read_back(path, config)
     if numbers is None:

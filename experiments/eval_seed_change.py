@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from coral.agents import make_agent
+from coral.corecode.recipe import CoReCodeConfig, build_policies, build_tasks, sft_corecode
 from coral.evaluation import EvalConfig, run_eval, task_pass_rates
 from coral.policy.base import Completion, GenerationRequest, SamplingParams
-from coral.train.corecode import CoReCodeConfig, build_policies, build_tasks, sft_corecode
 
 
 class BatchIndexSeeds:

@@ -25,9 +25,9 @@ from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 
 from coral.benchmarks.splits import build_tasks
+from coral.mars2.recipe import MARS2Config, cold_start, evaluate_search, train_mars2
 from coral.report.error_bars import mean_se
 from coral.sandbox import Sandbox
-from coral.train.mars2 import MARS2Config, cold_start, evaluate_search, train_mars2
 
 COLD_START_FIELDS = ("seed", "n_train_tasks", "min_depth", "max_depth", "agents", "sft", "refine_examples")
 VARIANTS = {

@@ -8,7 +8,7 @@ turn's agent, so that one agent's rewards never rescale another's advantages. On
 REINFORCE++-baseline takes batch statistics; the group-local estimators (grpo, dr_grpo, rloo) give
 the same result whatever the scopes and accept them so that every estimator is called alike.
 
-Conventions (shared by every estimator and by `coral.train.tree_rewards`):
+Conventions (shared by every estimator and by `coral.mars2.tree_rewards`):
 - std is the unbiased sample std (Bessel's correction, divide by n - 1), as `torch.std` computes it
   and as TRL's and verl's GRPO use it: group-normalised advantages have unit *sample* std within
   each group (up to eps), not unit population std.

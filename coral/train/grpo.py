@@ -25,6 +25,7 @@ import torch
 
 from coral.train.advantages import ADVANTAGES, group_ids
 from coral.train.losses import LossConfig, kl_k3, policy_loss
+from coral.train.sft import SFTConfig
 from coral.trajectory import Turn
 
 GroupKey = Callable[[Turn], Hashable]
@@ -110,6 +111,18 @@ class GRPOConfig:
             raise ValueError(f"GRPOConfig.optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.updates_per_batch < 1:
             raise ValueError(f"GRPOConfig.updates_per_batch must be >= 1, got {self.updates_per_batch}")
+
+
+def check_recipe_owned(sft: SFTConfig, rl: GRPOConfig, advantage_used: bool = True) -> None:
+    """Refuse nested knobs that a recipe sets itself, rather than ignore them: sft.seed (from the recipe's
+    seed) and, where the recipe computes its own advantages, rl.advantage."""
+    if sft.seed != SFTConfig().seed:
+        raise ValueError(f"field 'sft.seed' is set from the recipe's 'seed'; set seed instead (got {sft.seed})")
+    if advantage_used and rl.advantage not in ADVANTAGES:
+        raise ValueError(f"field 'rl.advantage': {rl.advantage!r} is not one of {sorted(ADVANTAGES)}")
+    if not advantage_used and rl.advantage != GRPOConfig().advantage:
+        raise ValueError("field 'rl.advantage' is not used by this recipe (its advantages come from its own "
+                         f"reward shaping); got {rl.advantage!r}")
 
 
 @dataclass

@@ -1,22 +1,18 @@
-"""Rewards of written code: the `RewardFn` plug point, CoRe-Code's default coder reward (correctness plus
-an efficiency bonus gated on passing) and the chain's credit assignment: a coder turn earns the reward of
-the code it wrote (before any debugging); a plan earns the mean (or max) of its codes' rewards, grouped by
-plan_id; a retrieval the same over every code written below it, grouped by retrieval_id; a debugger
-rewrite earns its own code's reward ("pass") or that minus the reward of the code it was given
-("improvement"), each in its own round.
+"""Rewards of written code: the `RewardFn` plug point and the default code reward (correctness plus an
+efficiency bonus gated on passing), shared by the recipes.
 
 A user changes what a recipe rewards by passing their own `RewardFn` to it (e.g.
 `train_corecode(cfg, reward_fn=my_reward)`), without editing the recipe. This module does NOT run code
-(the sandbox does) and does NOT compute advantages (train/advantages.py).
+(the sandbox does), does NOT assign credit along a chain (coral/corecode/rewards.py) and does NOT compute
+advantages (train/advantages.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from coral.trajectory import ExecutionResult, Task, Trajectory, Turn
+from coral.trajectory import ExecutionResult, Task
 
 TIME_FLOOR_S = 0.01  # total test time below which run times are measurement noise, not efficiency
 MEMORY_FLOOR_MB = 1.0  # peak-memory differences below this are allocator noise
@@ -70,65 +66,3 @@ class CodeReward:
     def __call__(self, task: Task, code: str | None, result: ExecutionResult,
                  reference: ExecutionResult | None) -> float:
         return coder_reward(result, reference, self.correctness, self.efficiency_weight)
-
-
-def all_tests(verdicts: tuple[ExecutionResult, ExecutionResult]) -> ExecutionResult:
-    """One result over the public and the private tests of a (public, private) pair (training rewards
-    score a training task's code on all its tests)."""
-    public, private = verdicts
-    return ExecutionResult(public.tests + private.tests, public.error)
-
-
-def written_result(turn: Turn) -> ExecutionResult:
-    """All-tests result of the code `turn` wrote (the chain keeps it in metadata["verdicts"])."""
-    if "verdicts" not in turn.metadata:
-        raise ValueError(f"{turn.role} turn of agent {turn.agent!r} has no metadata['verdicts']: the chain did not "
-                         "judge its code, so it cannot be rewarded")
-    return all_tests(turn.metadata["verdicts"])
-
-
-def score_chain(trajs: Sequence[Trajectory], results: Sequence[ExecutionResult],
-                references: Mapping[str, ExecutionResult], tasks: Mapping[str, Task], reward_fn: RewardFn,
-                planner_reward: Literal["mean", "max"] = "mean") -> None:
-    """Set the reward of each trajectory's coder turn (`reward_fn` on `results`, the coder's own code's
-    verdicts), of its planner turn: the mean (or max) of the coder rewards of every code written from
-    that plan, and of its retriever turn: the same over every code written below that retrieval. A plan
-    is known by (task_id, plan_id) and a retrieval by (task_id, retrieval_id), not by object identity:
-    copies of one turn (trajectories that crossed a process, or were rebuilt from records) share its
-    credit."""
-    pooled: dict[tuple[str, str, int], list[float]] = {}
-    for traj, res in zip(trajs, results, strict=True):
-        coder = traj.turns_of("coder")[-1]
-        r = float(reward_fn(tasks[traj.task_id], coder.parsed, res, references.get(traj.task_id)))
-        coder.reward = r
-        for turn in traj.turns_of("planner")[:1] + traj.turns_of("retriever")[:1]:
-            pooled.setdefault(_credit_key(turn), []).append(r)
-    for traj in trajs:
-        for turn in traj.turns_of("planner") + traj.turns_of("retriever"):
-            rs = pooled[_credit_key(turn)]
-            turn.reward = sum(rs) / len(rs) if planner_reward == "mean" else max(rs)
-
-
-def score_debugger(trajs: Sequence[Trajectory], references: Mapping[str, ExecutionResult],
-                   tasks: Mapping[str, Task], reward_fn: RewardFn,
-                   mode: Literal["pass", "improvement"] = "improvement") -> None:
-    """Set the reward of every debugger turn from the tests of its own rewrite, in its own round: "pass":
-    `reward_fn` of the rewrite; "improvement": that minus `reward_fn` of the code it was given (a rewrite
-    that keeps an already passing code earns 0, one that breaks it a negative reward)."""
-    if mode not in ("pass", "improvement"):
-        raise ValueError(f"score_debugger: mode must be 'pass' or 'improvement', got {mode!r}")
-    for traj in trajs:
-        task, ref = tasks[traj.task_id], references.get(traj.task_id)
-        for turn in traj.turns_of("debugger"):
-            r = float(reward_fn(task, turn.parsed, written_result(turn), ref))
-            if mode == "improvement":
-                r -= float(reward_fn(task, turn.metadata["given_code"], all_tests(turn.metadata["given"]), ref))
-            turn.reward = r
-
-
-def _credit_key(turn: Turn) -> tuple[str, str, int]:
-    field = "plan_id" if turn.role == "planner" else "retrieval_id"
-    if field not in turn.metadata or "task_id" not in turn.metadata:
-        raise ValueError(f"{turn.role} turn of agent {turn.agent!r} has no task_id/{field} metadata: "
-                         f"cannot credit its {'plan' if turn.role == 'planner' else 'retrieval'}")
-    return turn.role, turn.metadata["task_id"], int(turn.metadata[field])

@@ -2,7 +2,7 @@
 
 Loss is the mean cross-entropy of completion tokens only (prompt tokens are context), with an
 end-of-sequence token appended so the policy learns to stop. Data comes from the procedural family's
-gold plans and codes (`corecode_sft_examples`) or any JSONL of {"prompt"|"messages", "completion"}.
+gold plans and codes (coral/corecode/data.py) or any JSONL of {"prompt"|"messages", "completion"}.
 A crash-safe checkpoint holds the whole training state. This module does NOT sample or score anything,
 and does NOT train several policies at once (train/sft_parallel.py does).
 """
@@ -19,9 +19,7 @@ from typing import Any
 
 import torch
 
-from coral.agents import TEMPLATES
 from coral.policy.base import Message, user
-from coral.trajectory import Task
 
 
 @dataclass(frozen=True)
@@ -58,19 +56,6 @@ class SFTConfig:
 
 def code_block(code: str) -> str:
     return f"```python\n{code.strip()}\n```"
-
-
-def corecode_sft_examples(tasks: Sequence[Task]) -> dict[str, list[SFTExample]]:
-    """Gold data per role: planner (problem -> gold plan), coder (problem + gold plan -> gold code)."""
-    data: dict[str, list[SFTExample]] = {"planner": [], "coder": []}
-    for task in tasks:
-        plan = task.metadata.get("gold_plan")
-        if task.reference is None or not plan:
-            raise ValueError(f"task {task.id!r} has no reference code or gold_plan for SFT")
-        data["planner"].append(SFTExample(TEMPLATES["planner"].render({"problem": task.prompt}), plan))
-        data["coder"].append(SFTExample(TEMPLATES["coder"].render({"problem": task.prompt, "plan": plan}),
-                                        code_block(task.reference)))
-    return data
 
 
 def load_sft_jsonl(path: str | Path) -> list[SFTExample]:

@@ -1,6 +1,6 @@
 # ruff: noqa: E402, E701, E702, I001  (the diagnosis scripts as they were run)
 """Step 1 of the link-init diagnosis (docs/recursivemas.md): cold-start the three agents of
-tests/latent/test_learning.py, save them to /tmp/lat/agents.pt, and decode the solver alone with the gold /
+tests/recursivemas/test_learning.py, save them to /tmp/lat/agents.pt, and decode the solver alone with the gold /
 no / wrong text in its slot, and print the agents' mean embedding norms. Run from the repo root:
 PYTHONPATH=. python experiments/recursivemas_link_init/diag.py"""
 import sys
@@ -8,13 +8,13 @@ import time
 
 import torch
 
-sys.path.insert(0, "tests/latent")
+sys.path.insert(0, "tests/recursivemas")
 from conftest import tiny_agent
 from test_train import RECORDS
 
-from coral.latent.agents import role_examples, text_sources
-from coral.latent.evaluate import _generate
-from coral.latent.patterns import PATTERNS
+from coral.recursivemas.agents import role_examples, text_sources
+from coral.recursivemas.evaluate import _generate
+from coral.recursivemas.patterns import PATTERNS
 from coral.train.sft import SFTConfig, train_sft
 
 t0=time.time()

@@ -8,15 +8,15 @@ import time
 
 import torch
 
-sys.path.insert(0, "tests/latent")
+sys.path.insert(0, "tests/recursivemas")
 from conftest import tiny_agent
 from test_train import RECORDS
 
-from coral.latent.config import InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
-from coral.latent.evaluate import evaluate
-from coral.latent.patterns import PATTERNS
-from coral.latent.system import RecursiveMAS, edge_key
-from coral.latent.train import new_state, train_links
+from coral.recursivemas.config import InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
+from coral.recursivemas.evaluate import evaluate
+from coral.recursivemas.patterns import PATTERNS
+from coral.recursivemas.system import RecursiveMAS, edge_key
+from coral.recursivemas.train import new_state, train_links
 from coral.train.loop import Run
 from coral.train.loop import new_state as new_trainer_state
 

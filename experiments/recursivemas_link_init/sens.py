@@ -5,13 +5,13 @@ import sys
 
 import torch
 
-sys.path.insert(0, "tests/latent")
+sys.path.insert(0, "tests/recursivemas")
 from conftest import tiny_agent
 from test_train import RECORDS
 
-from coral.latent.patterns import PATTERNS
-from coral.latent.rollout import answer_nll, assemble
-from coral.latent.system import RecursiveMAS
+from coral.recursivemas.patterns import PATTERNS
+from coral.recursivemas.rollout import answer_nll, assemble
+from coral.recursivemas.system import RecursiveMAS
 
 pattern = PATTERNS["sequential"]
 tok = tiny_agent(32, 0).tokenizer
@@ -34,7 +34,7 @@ for r in RECORDS:
     print("oracle-embeds", r.refined_plan, len(ids))
 rows=[{"critic": E[torch.tensor(sol.encode(r.refined_plan))]} for r in RECORDS]
 print("oracle", answer_nll(sol.model, assemble(sol.model, prompts, rows), tg).item())
-from coral.latent.rollout import greedy_decode
+from coral.recursivemas.rollout import greedy_decode
 
 ids = greedy_decode(sol.model, assemble(sol.model, prompts, rows), 6, sol.eos_ids)
 print([sol.decode(i) for i in ids])

@@ -33,10 +33,10 @@ def test_every_recipe_flag_says_what_it_means_not_only_its_default():
 
 def test_dotted_flags_reach_the_nested_config(tmp_path, monkeypatch):
     import coral.cli
-    import coral.train.corecode
+    import coral.corecode.recipe
 
     seen = {}
-    monkeypatch.setattr(coral.train.corecode, "run_demo", lambda cfg, progress: seen.update(cfg=cfg))
+    monkeypatch.setattr(coral.corecode.recipe, "run_demo", lambda cfg, progress: seen.update(cfg=cfg))
     assert main(["demo", "--rl.lr", "2e-5", "--rl.loss.eps-low", "0.1", "--sft.epochs", "2",
                  "--out-dir", str(tmp_path)]) == 0
     cfg = seen["cfg"]
@@ -57,15 +57,15 @@ def test_train_refuses_a_flag_of_another_recipe(tmp_path, capsys):
 
 
 def test_an_internal_error_keeps_its_traceback(monkeypatch, tmp_path):
-    import coral.train.corecode
+    import coral.corecode.recipe
 
     def broken(cfg, progress):
         raise KeyError("a bug, not bad input")
 
-    monkeypatch.setattr(coral.train.corecode, "run_demo", broken)
+    monkeypatch.setattr(coral.corecode.recipe, "run_demo", broken)
     with pytest.raises(KeyError, match="a bug"):
         main(["demo", "--out-dir", str(tmp_path)])
-    monkeypatch.setattr(coral.train.corecode, "run_demo", lambda cfg, progress: (_ for _ in ()).throw(ValueError("bug")))
+    monkeypatch.setattr(coral.corecode.recipe, "run_demo", lambda cfg, progress: (_ for _ in ()).throw(ValueError("bug")))
     with pytest.raises(ValueError, match="bug"):
         main(["demo", "--out-dir", str(tmp_path)])
 

@@ -37,7 +37,7 @@ def test_a_run_directory_made_with_other_settings_is_refused_and_the_default_tok
     import json
     from dataclasses import asdict
 
-    from coral.train.corecode import CoReCodeConfig
+    from coral.corecode.recipe import CoReCodeConfig
 
     path = tmp_path / "config.json"
     old = CoReCodeConfig(debug_rounds=1)  # tokenizer_roles None: the chain's roles, as before the field existed

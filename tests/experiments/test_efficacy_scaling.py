@@ -28,7 +28,7 @@ def verdict(ok: bool, n: int = 1) -> ExecutionResult:
 
 def tree_of(task_id: str, nodes: list[tuple[float, bool]]):
     """A best-of-N tree: each (public pass fraction of 2 tests, private verdict) is a child of the root."""
-    from coral.workflows.tree import Tree
+    from coral.mars2.tree import Tree
 
     tree = Tree.new(task_id)
     for public, private in nodes:
@@ -57,7 +57,7 @@ def test_sample_pass_rate_counts_every_node(scaling):
 
 
 def test_node_stats_split_fresh_answers_refinements_and_agents(scaling):
-    from coral.workflows.tree import Tree
+    from coral.mars2.tree import Tree
 
     pub = verdict(True)
     tree = Tree.new("a")
@@ -94,10 +94,10 @@ def test_a_smaller_budget_grows_the_first_nodes_of_the_larger_budgets_tree(algor
     """Why the study reads every budget from one tree: selection and sampling streams are keyed by
     tree size and node index, never by the budget."""
     from coral.benchmarks.procedural import make_tasks
+    from coral.mars2.recipe import MARS2Config, make_tree_agents
+    from coral.mars2.tree import TreeConfig, search
     from coral.policy import tiny_policy
     from coral.seeding import EVAL_STEP
-    from coral.train.mars2 import MARS2Config, make_tree_agents
-    from coral.workflows.tree import TreeConfig, search
 
     tasks = make_tasks(2, "test", min_depth=2, max_depth=2, seed=1)
     policies = [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(2)]
@@ -152,7 +152,7 @@ def test_a_tiny_run_chooses_a_depth_on_validation_and_writes_table_plot_and_json
 
 def test_saved_trees_are_read_back_only_for_the_cold_start_that_grew_them(scaling, tmp_path, monkeypatch):
     from coral.benchmarks.procedural import make_tasks
-    from coral.workflows import tree
+    from coral.mars2 import tree
 
     grown = []
     monkeypatch.setattr(tree, "search", lambda tasks, agents, sandbox, cfg, step: grown.append(cfg) or [])

@@ -122,7 +122,7 @@ def test_a_tiny_mars2_study_chooses_lrs_on_validation_and_reports_every_variant(
                                                                                 monkeypatch):
     import sys
 
-    import coral.train.mars2
+    import coral.mars2.recipe
     from coral.policy import tiny_policy
 
     tiny = [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(2)]
@@ -143,7 +143,7 @@ def test_a_tiny_mars2_study_chooses_lrs_on_validation_and_reports_every_variant(
     def refuse(*a, **k):
         raise AssertionError("run again")
 
-    monkeypatch.setattr(coral.train.mars2, "train_mars2", refuse)  # every seed's runs are read back
+    monkeypatch.setattr(coral.mars2.recipe, "train_mars2", refuse)  # every seed's runs are read back
     study()
     saved = json.loads((tmp_path / "out" / "mars2" / "results.json").read_text())
     assert set(saved["numbers"]["chosen_lr"]) == set(training.MARS2_VARIANTS)
@@ -154,7 +154,7 @@ def test_a_tiny_mars2_study_chooses_lrs_on_validation_and_reports_every_variant(
     assert "MARS2 + shaping against single-agent GRPO, after RL (Pass@1, paired per task): " in text
     assert "`efficacy_mars2_curves.svg`" in text and curve_lines(tmp_path / "efficacy_mars2_curves.svg") == set(
         training.MARS2_VARIANTS)
-    monkeypatch.setattr(coral.train.mars2, "evaluate_search", refuse)  # and the test searches too, the second time
+    monkeypatch.setattr(coral.mars2.recipe, "evaluate_search", refuse)  # and the test searches too, the second time
     study()
     assert json.loads((tmp_path / "out" / "mars2" / "results.json").read_text())["numbers"] == saved["numbers"]
 
@@ -192,13 +192,13 @@ def test_a_tiny_corecode_ablation_reports_every_variant_and_the_single_coder(tra
     assert "against single-coder GRPO after RL" in md.read_text()
     assert curve_lines(tmp_path / "efficacy_corecode_curves.svg") == set(runs)
     # run again: every finished run is read back, none trained or searched again, the same numbers
-    import coral.train.corecode
-    import coral.train.mars2
+    import coral.corecode.recipe
+    import coral.mars2.recipe
 
     def refuse(*a, **k):
         raise AssertionError("a finished run was run again")
 
-    for module, name in ((coral.train.corecode, "train_corecode"), (coral.train.mars2, "train_mars2"),
+    for module, name in ((coral.corecode.recipe, "train_corecode"), (coral.mars2.recipe, "train_mars2"),
                          (sys.modules["mars2_compare"], "cached_cold_start")):
         monkeypatch.setattr(module, name, refuse)
     load_experiment("efficacy").main()
@@ -248,8 +248,8 @@ def test_a_cached_cold_start_keeps_its_sft_checkpoints_in_its_cache_folder_until
     # a cold start stopped mid-SFT (a session's end) resumes from there instead of starting over
     import sys
 
+    from coral.mars2.recipe import MARS2Config
     from coral.policy import tiny_policy
-    from coral.train.mars2 import MARS2Config
 
     compare = sys.modules["mars2_compare"]
     seen = []
@@ -273,8 +273,8 @@ def test_a_cold_starts_name_changes_with_its_weights_not_only_its_config(trainin
     import shutil
     import sys
 
+    from coral.mars2.recipe import MARS2Config
     from coral.policy import tiny_policy
-    from coral.train.mars2 import MARS2Config
 
     compare = sys.modules["mars2_compare"]
     trained = iter([0, 1])

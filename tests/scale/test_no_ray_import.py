@@ -19,8 +19,8 @@ def python(code: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_importing_coral_and_every_entry_point_does_not_import_ray(tmp_path):
-    out = python("import coral, coral.scale, coral.cli, coral.evaluation, coral.search\n"
-                 "import coral.train.corecode, coral.train.mars2\n"
+    out = python("import coral, coral.scale, coral.cli, coral.evaluation, coral.mars2.search\n"
+                 "import coral.corecode.recipe, coral.mars2.recipe\n"
                  "from coral.scale import maybe_distribute, RayPolicy\n"
                  "coral.cli.build_parser()\n"
                  "assert maybe_distribute('policy', 'sandbox', None) == ('policy', 'sandbox')\n"

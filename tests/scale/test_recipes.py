@@ -41,8 +41,8 @@ class TokenReward:
 @pytest.fixture
 def token_reward(monkeypatch):
     import coral.evaluation
+    import coral.mars2.tree as tree
     import coral.workflows.chain as chain
-    import coral.workflows.tree as tree
 
     reward = TokenReward()
     run_chain, search = chain.run_chain, tree.search
@@ -133,7 +133,7 @@ def run_twice(train, make_cfg, reward: TokenReward, calls: dict[str, int], tmp_p
 
 def test_a_corecode_step_with_ray_address_local_equals_the_step_without_ray(ray_cluster, token_reward, pool_calls,
                                                                             tmp_path):
-    from coral.train.corecode import CoReCodeConfig, train_corecode
+    from coral.corecode.recipe import CoReCodeConfig, train_corecode
 
     def make_cfg(out: Path, address: str | None) -> CoReCodeConfig:
         return CoReCodeConfig(n_train_tasks=16, n_test_tasks=2, n_fresh_tasks=0, d_model=32, n_layers=1,
@@ -165,7 +165,7 @@ def test_a_corecode_step_with_ray_address_local_equals_the_step_without_ray(ray_
 def test_a_mars2_step_with_ray_address_local_equals_the_step_without_ray(ray_cluster, token_reward, pool_calls,
                                                                          tmp_path):
     from coral.benchmarks.splits import ProceduralSplits, build_tasks
-    from coral.train.mars2 import MARS2Config, train_mars2
+    from coral.mars2.recipe import MARS2Config, train_mars2
 
     tasks = build_tasks(ProceduralSplits(seed=0, n_train_tasks=8, n_test_tasks=2))
     policies = [tiny_policy(seed=i, d_model=32, n_layers=1, n_heads=2, max_len=1024) for i in range(2)]
@@ -192,8 +192,8 @@ def test_a_mars2_step_with_ray_address_local_equals_the_step_without_ray(ray_clu
                          "23-32 s on the loaded 2-core machine")
 def test_recursivemas_with_ray_address_local_decodes_and_judges_on_ray_with_the_same_results(ray_cluster, pool_calls,
                                                                                              tmp_path):
-    from coral.latent import RecursiveMASConfig, train_recursivemas
-    from coral.latent.config import InnerLoopConfig, OuterLoopConfig
+    from coral.recursivemas import RecursiveMASConfig, train_recursivemas
+    from coral.recursivemas.config import InnerLoopConfig, OuterLoopConfig
 
     summaries = {}
     for name, address in (("plain", None), ("ray", "local")):

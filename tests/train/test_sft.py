@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from coral.benchmarks.procedural import make_tasks
+from coral.corecode.data import corecode_sft_examples
 from coral.policy import tiny_policy
-from coral.train.sft import SFTConfig, corecode_sft_examples, epoch_batches, load_sft_jsonl, train_sft
+from coral.train.sft import SFTConfig, epoch_batches, load_sft_jsonl, train_sft
 
 
 def test_sft_lowers_the_loss_and_changes_every_parameter():
@@ -287,7 +288,7 @@ def test_parallel_sft_workers_die_with_a_killed_parent(tmp_path):
     script.write_text(
         "from coral.benchmarks.procedural import make_tasks\n"
         "from coral.policy import tiny_policy\n"
-        "from coral.train.sft import SFTConfig, corecode_sft_examples\n"
+        "from coral.corecode.data import corecode_sft_examples\nfrom coral.train.sft import SFTConfig\n"
         "from coral.train.sft_parallel import train_sft_many\n"
         "data = corecode_sft_examples(make_tasks(8, 'train', seed=0))\n"
         "if __name__ == '__main__':  # the spawned workers import this file too\n"

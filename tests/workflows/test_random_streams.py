@@ -9,10 +9,10 @@ import pytest
 from test_tree import InProcessSandbox, add_task, correct, half_right
 
 from coral.agents import make_agent
+from coral.mars2.tree import TreeConfig, search
 from coral.policy.base import GenerationRequest, SamplingParams
 from coral.policy.scripted import ScriptedPolicy
 from coral.workflows.chain import ChainConfig, run_chain
-from coral.workflows.tree import TreeConfig, search
 
 SAMPLED = SamplingParams(temperature=1.0, seed=0)
 
@@ -90,8 +90,8 @@ def test_a_search_never_reuses_a_seed_across_agents_lockstep_steps_or_training_s
 
 
 def test_corecode_rl_steps_and_their_evaluation_never_reuse_a_seed(tmp_path):
-    from coral.train.corecode import CoReCodeConfig, rl_step
-    from coral.train.corecode_eval import evaluate_pass1
+    from coral.corecode.evaluate import evaluate_pass1
+    from coral.corecode.recipe import CoReCodeConfig, rl_step
 
     # 26 tasks x 4 plans: more than 101 requests per role in one step, where the old role offsets collided
     cfg = CoReCodeConfig(tasks_per_step=26, plans_per_task=4, codes_per_plan=2, efficiency_weight=0.0,
@@ -112,7 +112,7 @@ class _NoLearning:
 
 
 def test_mars2_steps_and_their_evaluation_never_reuse_a_seed():
-    from coral.train.mars2 import MARS2Config, evaluate_search, mars2_step
+    from coral.mars2.recipe import MARS2Config, evaluate_search, mars2_step
 
     # 110 trees: one agent's batch holds more than 101 requests, where the old agent offsets collided
     cfg = MARS2Config(max_nodes_per_tree=2, tasks_per_step=110, algorithm="best_of_n", eval_algorithm="best_of_n")

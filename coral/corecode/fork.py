@@ -1,0 +1,82 @@
+"""One CoRe-Code cold start shared by several runs (`cold_start_from`): an ablation of `train_roles` or of
+RL settings starts from another run's SFT weights and reuses its evaluation after SFT, instead of training
+and evaluating the same cold start again.
+
+After its cold start every run keeps it in `out_dir/sft/cold_start/`: each role's weights (the checkpoint
+format, so LoRA adapters too) and `state.json` (SFT losses and time, the evaluations after SFT). A run with
+`cold_start_from` loads those, copies the source's evaluation folders after SFT into its own out_dir (its
+paired changes read them), and checks first that the two configs differ only in RL settings: the source's
+cold start is then exactly the one this run would have trained (same seed, tasks, tokenizer, models, SFT).
+
+This module does NOT train or evaluate (coral/corecode/recipe.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from coral.config import UserInputError
+from coral.corecode.config import CoReCodeConfig
+from coral.train.checkpoints import load_weights, policy_weights
+from coral.train.loop import check_resumable_config, flat_fields
+
+COLD_START_DIR = Path("sft") / "cold_start"
+# fields that act only after the cold start and its evaluation (rl.* but the temperature, which the sampled
+# evaluation after SFT uses), or not on any result
+RL_ONLY = ("out_dir", "resume", "cold_start_from", "rl_steps", "train_roles", "tasks_per_step", "coder_group",
+           "planner_reward", "correctness", "efficiency_weight", "debugger_reward", "debugger_group",
+           "checkpoint_every_steps", "sandbox_workers", "ray_address", "sft_processes", "eval_batch_samples")
+
+
+def may_differ(cfg: CoReCodeConfig) -> tuple[str, ...]:
+    """Dotted config fields in which a run may differ from the run whose cold start it shares."""
+    rl = tuple(f"rl.{k}" for k in flat_fields(asdict(cfg.rl)) if k != "temperature")
+    return RL_ONLY + rl
+
+
+def save_cold_start(out: Path, policies: dict[str, Any], state: dict[str, Any]) -> None:
+    """Keep this run's cold start (every role's weights, the state after SFT and its evaluation) for runs
+    that share it. Written last, to a temporary folder renamed into place: a crash leaves none or all."""
+    final, tmp = out / COLD_START_DIR, out / COLD_START_DIR.with_name(".cold_start.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for role, policy in policies.items():
+        torch.save(policy_weights(policy), tmp / f"{role}.pt")
+    (tmp / "state.json").write_text(json.dumps({k: v for k, v in state.items() if k != "metrics"}, indent=2))
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+
+
+def fork_cold_start(cfg: CoReCodeConfig, out: Path, policies: dict[str, Any], sft_dirs: Sequence[str]) -> dict[str, Any]:
+    """Load the cold start of the run in `cfg.cold_start_from` into `policies` (in place) and copy its
+    evaluations after SFT (`sft_dirs`) into `out`; returns the state after SFT. Refuses, naming the field or
+    file, a source with another cold-start config or without a finished cold start."""
+    src = Path(cfg.cold_start_from)
+    saved = src / COLD_START_DIR
+    if not (saved / "state.json").is_file():
+        raise UserInputError(f"cold_start_from: {saved / 'state.json'} does not exist: the run in {src} has not "
+                             "finished its cold start (SFT and the evaluation after it)")
+    if src.resolve() == out.resolve():
+        raise UserInputError(f"cold_start_from: {src} is this run's own out_dir")
+    check_resumable_config(src / "config.json", cfg, may_differ(cfg),
+                           advice="a cold start is shared only by runs that differ in RL settings")
+    missing = [role for role in policies if not (saved / f"{role}.pt").is_file()]
+    missing += [d for d in sft_dirs if not (src / d / "samples.jsonl").is_file()]
+    if missing:
+        raise UserInputError(f"cold_start_from: {src} has no {missing[0]!r} (a cold start of another chain or "
+                             "evaluation settings)")
+    for role, policy in policies.items():
+        load_weights(policy, torch.load(saved / f"{role}.pt", weights_only=True))
+    for d in sft_dirs:
+        shutil.rmtree(out / d, ignore_errors=True)
+        shutil.copytree(src / d, out / d)
+    state = json.loads((saved / "state.json").read_text())
+    return {**state, "metrics": [], "cold_start_from": str(src)}
+

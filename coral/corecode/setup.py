@@ -1,0 +1,125 @@
+"""CoRe-Code's pieces before the loop: the policies of the chain's roles (planner and coder; retriever and
+debugger when they are on), their agents for one step, the cold start (SFT of each role on its gold data,
+train/corecode_data.py), the KL references and the learners.
+
+This module does NOT run the RL loop or evaluate (coral/corecode/recipe.py, corecode_eval.py).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from coral.benchmarks.splits import sft_tasks
+from coral.corecode.config import CoReCodeConfig
+from coral.trajectory import Task
+
+
+def cold_start_data(cfg: CoReCodeConfig, tasks: Sequence[Task], sandbox: Any = None,
+                    roles: Sequence[str] | None = None) -> dict[str, list[Any]]:
+    """SFT examples of each of `roles` (default: the chain's) from `tasks` (the debugger's judge mutants in
+    `sandbox`, or in one opened for the call)."""
+    from coral.corecode.data import cold_start_examples
+
+    return cold_start_examples(tasks, cfg.chain_roles if roles is None else roles, k=max(cfg.retrieved_examples, 1), seed=cfg.seed,
+                               mutants_per_task=cfg.sft_debug_mutants, sandbox=sandbox, workers=cfg.sandbox_workers)
+
+
+def build_policies(cfg: CoReCodeConfig, train: Sequence[Task], sandbox: Any = None) -> dict[str, Any]:
+    """One policy per chain role (cfg.chain_roles): separate models, or with cfg.lora_rank LoRA adapters
+    on one shared base. A tiny model's tokenizer is trained on the cold-start text of cfg.tokenizer_roles
+    (default: every chain role)."""
+    from coral.policy import load_policy, tiny_policy
+
+    roles = list(cfg.chain_roles)
+    if cfg.model == "tiny":
+        examples = [ex for exs in cold_start_data(cfg, train, sandbox, cfg.tokenizer_roles).values() for ex in exs]
+        corpus = [m["content"] for ex in examples for m in ex.messages]
+        corpus += [ex.completion for ex in examples]
+
+    def make(i: int) -> Any:
+        if cfg.model != "tiny":
+            return load_policy(cfg.model)
+        policy = tiny_policy(seed=cfg.seed * 10 + i, corpus=corpus, d_model=cfg.d_model, n_layers=cfg.n_layers)
+        # tiny models: bigger generation batches are faster (an RL step's 128 codes in one batch rather than
+        # two of 64: rollouts 5-15% faster, bench/corecode_rollout_batch.py); seeded tokens do not change
+        policy.batch_size = 128
+        return policy
+
+    if cfg.lora_rank:
+        from coral.policy.shared_lora import shared_lora
+
+        return dict(shared_lora(make(0), roles, r=cfg.lora_rank, alpha=2 * cfg.lora_rank))
+    return {role: make(i) for i, role in enumerate(roles)}
+
+
+def make_agents(cfg: CoReCodeConfig, policies: dict[str, Any], greedy: bool = False) -> dict[str, Any]:
+    """The agent of every chain role; cfg.seed is a base seed: each request's stream is hashed from it and
+    the step the workflow is given (coral.seeding)."""
+    from coral.agents import make_agent
+    from coral.corecode.data import retriever_template
+    from coral.policy.base import SamplingParams
+
+    out = {}
+    for role in cfg.chain_roles:
+        retriever = role == "retriever"
+        sampling = SamplingParams(max_new_tokens=cfg.retriever_max_new_tokens if retriever else cfg.max_new_tokens,
+                                  temperature=0.0 if greedy else cfg.rl.temperature,
+                                  seed=cfg.seed)
+        out[role] = make_agent(role, policies[role], sampling=sampling, trainable=role in cfg.train_roles,
+                               template=retriever_template(cfg.retrieved_examples) if retriever else None)
+    return out
+
+
+def sft_checkpoint_dir(cfg: CoReCodeConfig) -> Path:
+    """Where SFT keeps each role's training state until the run's step-0 checkpoint exists."""
+    return Path(cfg.out_dir) / "sft_ckpt"
+
+
+def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, Any], train: list[Task],
+                 progress: bool = True, sandbox: Any = None) -> dict[str, list[float]]:
+    """Cold start: every role SFT'd in place on its gold data from the cold start's tasks (in parallel
+    processes unless cfg.sft_processes == 1); returns each role's loss curve."""
+    from coral.train.sft_parallel import train_sft_many
+
+    data = cold_start_data(cfg, sft_tasks(cfg.splits, train), sandbox)
+    sft = replace(cfg.sft, seed=cfg.seed)
+    per_role = {role: sft if role != "coder" or cfg.sft_coder_epochs is None
+                else replace(sft, epochs=cfg.sft_coder_epochs) for role in policies}
+    checkpoints = {role: sft_checkpoint_dir(cfg) / f"{role}.pt" for role in policies}
+    with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
+        return train_sft_many({role: (policies[role], data[role], per_role[role]) for role in policies}, work,
+                              progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
+
+
+def sft_references(cfg: CoReCodeConfig, policies: dict[str, Any], saved: bool) -> dict[str, Any]:
+    """KL references of the trained roles (none when rl.loss.beta_kl is 0 and rl.log_kl is off): frozen
+    copies of the policies after SFT; on resume (`saved`) the cold start the run kept
+    (`corecode_fork.save_cold_start`, out_dir/sft/cold_start) is loaded into them, not the current weights."""
+    if cfg.rl.loss.beta_kl == 0 and not cfg.rl.log_kl:
+        return {}
+    import torch
+
+    from coral.corecode.fork import COLD_START_DIR
+    from coral.train.checkpoints import load_weights
+    from coral.train.grpo import frozen_copy
+
+    refs = {role: frozen_copy(policies[role]) for role in cfg.train_roles}
+    for role, ref in refs.items() if saved else ():
+        where = Path(cfg.out_dir) / COLD_START_DIR / f"{role}.pt"
+        if not where.is_file():
+            raise FileNotFoundError(f"a KL (rl.loss.beta_kl > 0 / rl.log_kl) needs the cold start of {role!r} at "
+                                    f"{where}, written before RL; it is missing, so this run cannot resume with a KL")
+        load_weights(ref, torch.load(where, weights_only=True))
+    return refs
+
+
+def make_learners(cfg: CoReCodeConfig, policies: dict[str, Any], references: dict[str, Any]) -> dict[str, Any]:
+    """One AgentLearner per trained role, with its KL reference when there is one."""
+    from coral.train.grpo import AgentLearner
+
+    return {role: AgentLearner(role, policies[role], cfg.rl, reference=references.get(role))
+            for role in cfg.train_roles}

@@ -1,0 +1,121 @@
+"""`coral reproduce` and `coral judge`: argument parsing over coral.hiras, registered on coral's CLI.
+
+    coral reproduce PAPER [PAPER ...] --model M [--manager-model M2] --out-dir DIR [--pipeline hiras|papercoder]
+    coral judge REPO --paper PAPER [--gold DIR] --protocol ref-free|ref-based|p2c-ex --model M [--n 8]
+
+`--model` is any `load_policy` spec; `scripted-demo` replays the fixture paper's scripted agents
+(coral.hiras.demo), for trying the commands without a model. Exit status 1 when a paper of a
+batch did not finish ("done"), 0 otherwise.
+
+This module does NOT hold logic of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from coral.config import UserInputError
+from coral.policy.base import Policy
+
+DEMO_MODEL = "scripted-demo"
+
+
+def policy_for(spec: str, pipeline: str = "hiras") -> Policy:
+    """The policy of `--model spec` for a pipeline ("hiras", "papercoder") or "judge"."""
+    if spec == DEMO_MODEL and pipeline == "judge":
+        raise UserInputError(f"--model {DEMO_MODEL} only replays the reproduction agents; a judge needs a model "
+                         "(or scripted:<replies.json>)")
+    if spec == DEMO_MODEL:
+        from coral.hiras.demo import ScriptedAgents, hiras_replies, papercoder_replies
+
+        if pipeline == "hiras":
+            return ScriptedAgents(hiras_replies())
+        return ScriptedAgents({"papercoder": papercoder_replies()}, default="papercoder")
+    from coral.policy import load_policy
+
+    return load_policy(spec)
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from coral.hiras.hiras import HirasConfig
+    from coral.hiras.reproduce import reproduce_batch
+
+    policy = policy_for(args.model, args.pipeline)
+    manager = policy_for(args.manager_model, args.pipeline) if args.manager_model else None
+    if args.model == DEMO_MODEL and manager is not None:
+        raise UserInputError("--manager-model cannot be combined with --model scripted-demo (one script serves all agents)")
+    config = HirasConfig(step_multiplier=args.step_multiplier, command_timeout_s=args.command_timeout_s,
+                         max_new_tokens=args.max_new_tokens)
+    results = reproduce_batch(args.papers, policy, args.out_dir, args.pipeline, manager, config, _prices(args))
+    for paper, status in results.items():
+        tokens = status.get("usage", {}).get("total", {})
+        usd = status.get("cost", {}).get("usd")
+        print(f"{paper}: {status['status']} -> {Path(args.out_dir) / Path(paper).stem} "
+              f"({tokens.get('prompt_tokens', 0)}+{tokens.get('completion_tokens', 0)} tokens, "
+              f"model {tokens.get('wall_s', 0.0):.1f} s" + ("" if usd is None else f", ${usd:.4f}") + ")"
+              + (f" error: {status['error']}" if status.get("error") else ""))
+    return 0 if all(s["status"] == "done" for s in results.values()) else 1
+
+
+def _prices(args: argparse.Namespace):
+    """Prices from the two flags: both or neither."""
+    from coral.hiras.llm import Prices
+
+    given = (args.usd_per_mtok_prompt, args.usd_per_mtok_completion)
+    if given == (None, None):
+        return None
+    if None in given:
+        raise UserInputError("--usd-per-mtok-prompt and --usd-per-mtok-completion go together: give both or neither")
+    try:
+        return Prices(*given)
+    except ValueError as exc:
+        raise UserInputError(str(exc)) from None
+
+
+def _cmd_judge(args: argparse.Namespace) -> int:
+    from coral.hiras.judges import judge_repo
+    from coral.hiras.paper import load_paper
+
+    result = judge_repo(args.repo, load_paper(args.paper), policy_for(args.model, "judge"), args.protocol, args.gold,
+                        n=args.n, max_new_tokens=args.max_new_tokens)
+    score = "none valid" if result.score is None else f"{result.score:.2f}"
+    print(f"{args.protocol} score {score} (valid {result.valid_n}/{result.n}, {len(result.files)} files)")
+    if result.verification:
+        print(result.verification)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result.to_dict(), indent=1))
+    return 0
+
+
+def add_research_commands(sub: argparse._SubParsersAction) -> None:
+    """Register `reproduce` and `judge` on coral's subparsers; each sets `handler`."""
+    from coral.hiras.judges import PROTOCOLS
+    from coral.hiras.reproduce import PIPELINES
+
+    p = sub.add_parser("reproduce", help="turn papers into repositories (HiRAS or the PaperCoder baseline)")
+    p.add_argument("papers", nargs="+", metavar="PAPER", help="paper files: .md, .tex or s2orc .json")
+    p.add_argument("--model", required=True, help=f"policy spec for the agents, or {DEMO_MODEL}")
+    p.add_argument("--manager-model", default=None, help="policy spec for the two managers (default: --model)")
+    p.add_argument("--out-dir", required=True, help="one run directory per paper goes here")
+    p.add_argument("--pipeline", choices=PIPELINES, default="hiras")
+    p.add_argument("--step-multiplier", type=float, default=1.0, help="scales every agent's step budget")
+    p.add_argument("--command-timeout-s", type=float, default=60.0, help="wall limit of each sandboxed command")
+    p.add_argument("--max-new-tokens", type=int, default=2048, help="longest reply of one agent call, in tokens")
+    p.add_argument("--usd-per-mtok-prompt", type=float, default=None,
+                   help="price of a million prompt tokens in US dollars (with the next flag: cost in usage.json)")
+    p.add_argument("--usd-per-mtok-completion", type=float, default=None,
+                   help="price of a million completion tokens in US dollars")
+    p.set_defaults(handler=_cmd_reproduce)
+
+    j = sub.add_parser("judge", help="score a repository against its paper (PaperCoder or P2C-Ex judge)")
+    j.add_argument("repo", metavar="REPO", help="repository directory")
+    j.add_argument("--paper", required=True, help="paper file: .md, .tex or s2orc .json")
+    j.add_argument("--gold", default=None, help="gold repository directory (ref-based)")
+    j.add_argument("--protocol", choices=PROTOCOLS, required=True)
+    j.add_argument("--model", required=True, help="policy spec of the judge")
+    j.add_argument("--n", type=int, default=8, help="judgements sampled")
+    j.add_argument("--max-new-tokens", type=int, default=1024)
+    j.add_argument("--out", default=None, help="write the full result as JSON here")
+    j.set_defaults(handler=_cmd_judge)

@@ -1,0 +1,343 @@
+"""MARS2 training: several independently optimised agents grow one search tree per task; each agent
+updates on its own nodes with tree-consistent shaped rewards and a path-level group advantage.
+
+One RL step: search (coral/mars2/tree.py) over a batch of training tasks -> node rewards (pass
+fraction on all tests of the training task) -> shaped rewards per tree (parent/sibling baseline,
+`shaping=False` uses the raw rewards) -> advantages normalised over each tree -> nodes split by the
+agent that wrote them -> one update per agent. `agents=1, algorithm="best_of_n"` is plain
+single-agent GRPO with one group per task, at the same node budget.
+
+Cold start: each agent is SFT'd on solve examples (problem -> gold code) and refine examples
+(problem + a mutant of the gold code + its public-test feedback -> gold code). This module does NOT
+implement the search or the reward math (train/tree_rewards.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from coral.benchmarks.splits import ProceduralSplits, build_tasks
+from coral.sandbox.protocol import SandboxProtocol
+from coral.train.checkpoints import TrainedAgent
+from coral.train.grpo import GRPOConfig, check_recipe_owned, reward_spread
+from coral.train.loop import Run, drive, new_state
+from coral.train.rewards import CodeReward, RewardFn
+from coral.train.sft import SFTConfig
+from coral.trajectory import ExecutionResult, Task
+
+AGENT_SHAPES = ((128, 4), (96, 3), (128, 3), (96, 4))  # (d_model, n_layers): the agents are different models
+
+
+def _default_sft() -> SFTConfig:
+    return SFTConfig(epochs=2.0, lr=3e-3, batch_size=32)
+
+
+def _default_rl() -> GRPOConfig:
+    # lr as CoRe-Code's: 2e-4 lowered held-out Pass@1 in experiments/mars2_compare.py (seed 0)
+    return GRPOConfig(lr=5e-5)
+
+
+# fields a resumed run may change (more RL steps, other worker counts); any other change is refused
+RESUMABLE_CHANGES = ("out_dir", "resume", "rl_steps", "checkpoint_every_steps", "sandbox_workers", "ray_address",
+                     "sft_processes")
+
+
+@dataclass(frozen=True)
+class MARS2Config:
+    seed: int = 0  # base seed of tasks, models, data order, search and sampling
+    out_dir: str = "runs/mars2"  # run directory: config, metrics, checkpoints, evaluation trees, final models
+    n_train_tasks: int = 3000  # train-split tasks (cold start and RL)
+    n_test_tasks: int = 100  # held-out test-split tasks (new skeletons)
+    min_depth: int = 1  # shortest composition of primitives in a task
+    max_depth: int = 2  # longest composition of primitives in a task
+    agents: int = 2  # tiny agents of different shapes that share each tree
+    sft: SFTConfig = field(default_factory=_default_sft)  # each agent's cold start (sft.seed comes from seed)
+    sft_processes: int | None = None  # agents' cold starts in parallel processes (None: one each, <= CPUs)
+    refine_examples: int = 1000  # cold-start examples of refining a failing mutant from its feedback
+    rl: GRPOConfig = field(default_factory=_default_rl)  # each agent's RL update; rl.temperature samples
+    rl_steps: int = 10  # RL steps
+    tasks_per_step: int = 16  # training tasks (trees) per RL step
+    max_nodes_per_tree: int = 8  # node budget of each tree, root excluded
+    algorithm: Literal["abmcts", "uct", "best_of_n"] = "abmcts"  # tree search of RL rollouts
+    shaping: bool = True  # tree-consistent reward shaping (false: raw node rewards)
+    gamma: float = 0.5  # shaping strength: r~ = r + gamma (r - baseline)
+    lam: float = 0.5  # baseline mix of the parent's and the siblings' rewards
+    # "tree": one advantage group per tree (the paper's path-level group); "tree_agent": one group per
+    # (tree, agent), so a weaker agent's update is not mostly negative (see tree_rewards.tree_advantages)
+    advantage_group: Literal["tree", "tree_agent"] = "tree"
+    max_new_tokens: int = 96  # longest code, in tokens
+    eval_algorithm: Literal["abmcts", "uct", "best_of_n"] = "abmcts"  # tree search of the held-out evaluation
+    sandbox_workers: int = 2  # sandbox worker processes that run the tests
+    # "local", "auto" or a Ray address: RL searches and tests on Ray actors (coral.scale); None: no Ray
+    ray_address: str | None = None
+    checkpoint_every_steps: int = 1  # RL steps between checkpoints (a kill -9 loses at most these)
+    resume: bool = True  # continue from out_dir's latest checkpoint (false: start over)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.agents <= len(AGENT_SHAPES):
+            raise ValueError(f"field 'agents' must be in 1..{len(AGENT_SHAPES)}, got {self.agents}")
+        for name in ("n_train_tasks", "n_test_tasks", "tasks_per_step", "max_nodes_per_tree", "max_new_tokens",
+                     "checkpoint_every_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
+        if self.rl_steps < 0:
+            raise ValueError(f"field 'rl_steps' must be >= 0, got {self.rl_steps}")
+        if self.advantage_group not in ("tree", "tree_agent"):
+            raise ValueError(f"field 'advantage_group' must be 'tree' or 'tree_agent', got {self.advantage_group!r}")
+        if self.sft_processes is not None and self.sft_processes < 1:
+            raise ValueError(f"field 'sft_processes' must be >= 1 or None, got {self.sft_processes}")
+        if not 0 <= self.lam <= 1:
+            raise ValueError(f"field 'lam' must be in [0, 1], got {self.lam}")
+        check_recipe_owned(self.sft, self.rl, advantage_used=False)
+
+    @property
+    def splits(self) -> ProceduralSplits:
+        return ProceduralSplits(seed=self.seed, n_train_tasks=self.n_train_tasks, n_test_tasks=self.n_test_tasks,
+                                min_depth=self.min_depth, max_depth=self.max_depth)
+
+
+NODE_REWARD = CodeReward(correctness="fraction", efficiency_weight=0.0)  # default: pass fraction on all tests
+
+
+def node_advantages(tree: Any, rewards: Sequence[float], cfg: MARS2Config) -> list[float]:
+    """Advantage per node of one tree (root first, 0): shaped (or raw) rewards normalised over the tree."""
+    from coral.mars2.tree_rewards import tree_advantages
+
+    parents = [n.parent for n in tree.nodes]
+    full = [None] + list(rewards)
+    gamma = cfg.gamma if cfg.shaping else 0.0  # gamma 0: r~ = r, the unshaped ablation
+    groups = [n.agent for n in tree.nodes] if cfg.advantage_group == "tree_agent" else None
+    return tree_advantages(parents, full, gamma=gamma, lam=cfg.lam, groups=groups).tolist()
+
+
+def refine_sft_examples(tasks: Sequence[Task], sandbox: SandboxProtocol, limit: int, seed: int) -> list[Any]:
+    """(problem + mutant + its public feedback -> gold code) for up to `limit` tasks whose mutant
+    fails a public test (a mutant that passes them teaches nothing about feedback)."""
+    from coral.agents import TEMPLATES
+    from coral.benchmarks.mutants import mutants
+    from coral.train.sft import SFTExample, code_block
+    from coral.workflows.common import judge
+
+    rng = random.Random(seed)
+    picked = []
+    for task in rng.sample(list(tasks), min(len(tasks), 2 * limit)):
+        try:
+            options = mutants(task)
+        except ValueError:
+            continue
+        if options:
+            picked.append((task, rng.choice(options)))
+    results = judge(sandbox, [t for t, _ in picked], [m for _, m in picked])
+    out = []
+    for (task, mutant), (public, _) in zip(picked, results, strict=True):
+        if public.passed:
+            continue
+        ctx = {"problem": task.prompt.strip(), "code": mutant, "feedback": public.feedback(task.public_tests)}
+        out.append(SFTExample(TEMPLATES["refiner"].render(ctx), code_block(task.reference)))
+        if len(out) == limit:
+            break
+    return out
+
+
+def solve_sft_examples(tasks: Sequence[Task]) -> list[Any]:
+    from coral.agents import TEMPLATES
+    from coral.train.sft import SFTExample, code_block
+
+    return [SFTExample(TEMPLATES["solver"].render({"problem": t.prompt.strip()}), code_block(t.reference))
+            for t in tasks]
+
+
+def cold_start_examples(cfg: MARS2Config, train: Sequence[Task], sandbox: SandboxProtocol) -> list[Any]:
+    """Every agent's SFT examples: solve (problem -> gold code) and refine (mutant + feedback -> gold code)."""
+    return solve_sft_examples(train) + refine_sft_examples(train, sandbox, cfg.refine_examples, cfg.seed)
+
+
+def build_agents(cfg: MARS2Config, examples: Sequence[Any]) -> list[Any]:
+    """Fresh tiny agents of different shapes (AGENT_SHAPES), with one tokenizer trained on the examples."""
+    from coral.policy.hf import HFPolicy
+    from coral.policy.tiny import build_model, build_tokenizer
+
+    corpus = [m["content"] for ex in examples for m in ex.messages] + [ex.completion for ex in examples]
+    tokenizer = build_tokenizer(corpus)
+    policies = []
+    for i in range(cfg.agents):
+        d_model, n_layers = AGENT_SHAPES[i]
+        model = build_model(tokenizer, seed=cfg.seed * 10 + i, d_model=d_model, n_layers=n_layers)
+        policies.append(HFPolicy(model, tokenizer, name=f"tiny{i}"))
+    return policies
+
+
+def sft_agents(cfg: MARS2Config, policies: Sequence[Any], examples: Sequence[Any], progress: bool = True,
+               checkpoint_dir: Path | None = None) -> None:
+    """SFT every agent in place (agent i with data seed cfg.seed + i); with `checkpoint_dir`, each agent's
+    SFT state is kept there and resumed after a crash."""
+    from coral.train.sft_parallel import train_sft_many
+
+    jobs = {f"agent{i}": (p, examples, replace(cfg.sft, seed=cfg.seed + i)) for i, p in enumerate(policies)}
+    checkpoints = {name: checkpoint_dir / f"{name}.pt" for name in jobs} if checkpoint_dir is not None else None
+    with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
+        train_sft_many(jobs, work, progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
+
+
+def cold_start(cfg: MARS2Config, train: Sequence[Task], sandbox: SandboxProtocol, progress: bool = True,
+               checkpoint_dir: Path | None = None) -> list[Any]:
+    """Fresh tiny agents of different shapes, each SFT'd on solve + refine examples (resumed from
+    `checkpoint_dir` after a kill, as sft_agents)."""
+    examples = cold_start_examples(cfg, train, sandbox)
+    policies = build_agents(cfg, examples)
+    sft_agents(cfg, policies, examples, progress, checkpoint_dir=checkpoint_dir)
+    return policies
+
+
+def make_tree_agents(cfg: MARS2Config, policies: Sequence[Any]) -> list[Any]:
+    """The solver agents, sampling at rl.temperature from base seed cfg.seed (each request's stream is
+    hashed from it and the step the search is given: coral.seeding)."""
+    from coral.agents import make_agent
+    from coral.policy.base import SamplingParams
+
+    return [make_agent("solver", p, agent_id=f"agent{i}", sampling=SamplingParams(
+        max_new_tokens=cfg.max_new_tokens, temperature=cfg.rl.temperature, seed=cfg.seed))
+        for i, p in enumerate(policies)]
+
+
+def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Sequence[Any],
+               learners: Sequence[Any], sandbox: SandboxProtocol, reward_fn: RewardFn = NODE_REWARD) -> dict[str, float]:
+    """search -> node rewards -> (shaped) tree advantages -> each agent updates on its own nodes."""
+    from coral.mars2.tree import TreeConfig, search
+
+    t0 = time.perf_counter()
+    agents = make_tree_agents(cfg, policies)
+    trees = search(batch, agents, sandbox, TreeConfig(cfg.algorithm, cfg.max_nodes_per_tree, seed=cfg.seed), step=step)
+    by_id = {t.id: t for t in batch}
+    per_agent: dict[str, list[Any]] = {a.id: [] for a in agents}
+    rewards_all, per_tree = [], []
+    for tree in trees:
+        rewards = [float(reward_fn(by_id[tree.task_id], n.code, ExecutionResult(n.public.tests + n.private.tests,
+                                                                                n.public.error), None))
+                   for n in tree.nodes[1:]]
+        rewards_all += rewards
+        per_tree.append(rewards)
+        for node, r, adv in zip(tree.nodes[1:], rewards, node_advantages(tree, rewards, cfg)[1:], strict=True):
+            node.turn.reward, node.turn.advantage = r, adv
+            per_agent[node.agent].append(node.turn)
+    metrics: dict[str, float] = {"step": float(step), "reward": sum(rewards_all) / len(rewards_all),
+                                 "pass_rate": sum(r == 1.0 for r in rewards_all) / len(rewards_all),
+                                 "tree_pass@n": sum(t.pass_at_n() for t in trees) / len(trees),
+                                 "search_s": time.perf_counter() - t0}
+    # a tree is MARS2's group (path-level advantage): how much its node rewards differ
+    spread = reward_spread(per_tree)
+    metrics.update({"tree_reward_std": spread["group_reward_std"], "zero_variance_trees": spread["zero_variance_groups"]})
+    for agent, learner in zip(agents, learners, strict=True):
+        mine = per_agent[agent.id]
+        metrics[f"{agent.id}/nodes"] = float(len(mine))
+        if mine:
+            metrics[f"{agent.id}/reward"] = sum(t.reward for t in mine) / len(mine)
+            metrics.update({f"{agent.id}/{k}": v for k, v in learner.update(mine).items()})
+    metrics["step_s"] = time.perf_counter() - t0
+    return metrics
+
+
+def evaluate_search(cfg: MARS2Config, policies: Sequence[Any], tasks: Sequence[Task], sandbox: SandboxProtocol,
+                    ) -> tuple[dict[str, float], list[Any]]:
+    """Held-out Pass@1 / Pass@N at the config's node budget, sampling at rl.temperature (seeded)."""
+    from coral.mars2.tree import TreeConfig, search, tree_metrics
+    from coral.seeding import EVAL_STEP
+
+    agents = make_tree_agents(cfg, policies)
+    trees = search(tasks, agents, sandbox, TreeConfig(cfg.eval_algorithm, cfg.max_nodes_per_tree, seed=cfg.seed),
+                   step=EVAL_STEP)
+    return tree_metrics(trees), trees
+
+
+def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: tuple | None = None,
+                sandbox: SandboxProtocol = None, progress: bool = True, eval_before: bool = True,
+                reward_fn: RewardFn = NODE_REWARD) -> dict[str, Any]:
+    """Cold start (unless `policies` are given, e.g. shared across ablations; copies are trained) -> RL in
+    the shared run loop -> held-out eval. A killed run restarts from its latest checkpoint (cold start:
+    from each agent's SFT state) and ends in the state the uninterrupted run would have reached."""
+    import torch
+
+    from coral.sandbox import Sandbox
+    from coral.scale import ScaleOut
+    from coral.train.grpo import AgentLearner
+
+    run = Run(cfg.out_dir, cfg, start_over=not cfg.resume, may_change=RESUMABLE_CHANGES)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    train, test = tasks or build_tasks(cfg.splits)
+    own = sandbox is None
+    sandbox = sandbox or Sandbox(workers=cfg.sandbox_workers)
+    scale = ScaleOut(cfg.ray_address)
+    try:
+        policies, fresh = _initial_policies(cfg, run, policies, train, sandbox, progress)
+        if fresh is not None:  # a cold start is needed: no checkpoint holds its result yet
+            sft_agents(cfg, policies, fresh, progress, checkpoint_dir=run.out / "sft_ckpt")
+        refs = cold_references(cfg, run.out / "cold_start", policies, saved=cfg.resume and run.latest() is not None)
+        learners = [AgentLearner(f"agent{i}", p, cfg.rl, reference=refs[i]) for i, p in enumerate(policies)]
+        agents = {f"agent{i}": TrainedAgent(p, lrn) for i, (p, lrn) in enumerate(zip(policies, learners, strict=True))}
+        state = run.restore(agents) if cfg.resume else None
+        if state is not None and progress:
+            print(f"resumed from {run.latest()} (step {state['step']})", flush=True)
+        if state is None:
+            state = new_state(before=evaluate_search(cfg, policies, test, sandbox)[0] if eval_before else None)
+            run.save(agents, state)  # step 0: the cold start's result
+            shutil.rmtree(run.out / "sft_ckpt", ignore_errors=True)
+
+        def say(m: dict[str, float], _: list) -> None:
+            if progress:
+                print(f"step {int(m['step'])}/{cfg.rl_steps} reward {m['reward']:.3f} pass {m['pass_rate']:.3f} "
+                      f"tree pass@N {m['tree_pass@n']:.3f} {m['step_s']:.1f}s", flush=True)
+
+        # after the cold start and the learners: searches and tests on Ray from here (ray_address None: the same objects)
+        ray_policies, ray_sandbox = scale.distribute(policies, sandbox)
+        state = drive(run, lambda step, batch: mars2_step(cfg, step, batch, ray_policies, learners, ray_sandbox,
+                                                          reward_fn),
+                      train, agents, state, steps=cfg.rl_steps, tasks_per_step=cfg.tasks_per_step, seed=cfg.seed,
+                      checkpoint_every_steps=cfg.checkpoint_every_steps, on_step=say)
+        after, trees = evaluate_search(cfg, ray_policies, test, ray_sandbox)
+    finally:
+        scale.close()
+        if own:
+            sandbox.close()
+    for i, policy in enumerate(policies):
+        policy.save(run.out / "final" / f"agent{i}")
+    (run.out / "eval_trees.json").write_text(json.dumps([t.to_dict() for t in trees]))
+    summary = {"seed": cfg.seed, "before": state["before"], "after": after}
+    (run.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def cold_references(cfg: MARS2Config, where: Path, policies: Sequence[Any], saved: bool) -> list[Any]:
+    """Per agent, a frozen copy of its cold start for the logged KL (cfg.rl.log_kl; else None), written to
+    `where`/agent{i} so that a resumed run (`saved`) reads the cold start back instead of its current weights."""
+    from coral.train.grpo import saved_references
+
+    if not cfg.rl.log_kl:
+        return [None] * len(policies)
+    names = [f"agent{i}" for i in range(len(policies))]
+    refs = saved_references(dict(zip(names, policies, strict=True)), {n: where / n for n in names}, saved, "cold start")
+    return [refs[n] for n in names]
+
+
+def _initial_policies(cfg: MARS2Config, run: Run, given: Sequence[Any] | None, train: Sequence[Task], sandbox: SandboxProtocol,
+                      progress: bool) -> tuple[list[Any], list[Any] | None]:
+    """(policies, cold-start examples): copies of `given` (no cold start), or fresh agents and the examples
+    to SFT them on unless the run's latest checkpoint already holds their trained weights."""
+    if given:
+        if len(given) != cfg.agents:
+            raise ValueError(f"train_mars2: {len(given)} policies given for agents={cfg.agents}")
+        return [copy.deepcopy(p) for p in given], None
+    examples = cold_start_examples(cfg, train, sandbox)
+    resuming = cfg.resume and run.latest() is not None
+    if progress and not resuming:
+        print(f"cold start: {cfg.agents} agents, {len(examples)} examples each, {cfg.sft.epochs} epochs", flush=True)
+    return build_agents(cfg, examples), None if resuming else examples

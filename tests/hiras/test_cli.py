@@ -1,0 +1,65 @@
+import json
+
+import pytest
+
+from coral.cli import main
+from coral.hiras.paper import FIXTURE_PAPER, FIXTURE_REFERENCE
+
+
+def test_reproduce_papercoder_demo_writes_the_repository_and_reports_a_failing_paper(tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = main(["reproduce", str(FIXTURE_PAPER), str(tmp_path / "missing.md"), "--model", "scripted-demo",
+               "--pipeline", "papercoder", "--out-dir", str(out)])
+    printed = capsys.readouterr().out
+    assert rc == 1  # one paper of the batch failed
+    assert f"{FIXTURE_PAPER}: done -> {out / 'ncs_paper'}" in printed
+    assert "missing.md: failed" in printed and "no such file" in printed
+    assert (out / "ncs_paper/repo/main.py").read_text() == (FIXTURE_REFERENCE / "main.py").read_text()
+    assert json.loads((out / "ncs_paper/usage.json").read_text())["total"]["calls"] == 10
+
+
+def test_judge_prints_the_score_and_writes_the_result(tmp_path, capsys):
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps([json.dumps({"critique_list": [], "score": 5}), "not json", '{"score": 2}']))
+    rc = main(["judge", str(FIXTURE_REFERENCE), "--paper", str(FIXTURE_PAPER), "--gold", str(FIXTURE_REFERENCE),
+               "--protocol", "ref-based", "--model", f"scripted:{replies}", "--n", "3", "--out",
+               str(tmp_path / "r.json")])
+    assert rc == 0
+    assert capsys.readouterr().out == "ref-based score 3.50 (valid 2/3, 4 files)\n"
+    assert json.loads((tmp_path / "r.json").read_text())["scores"] == [5, 2]
+
+
+def test_judge_with_the_demo_model_is_a_one_line_error(capsys):
+    rc = main(["judge", str(FIXTURE_REFERENCE), "--paper", str(FIXTURE_PAPER), "--protocol", "ref-free",
+               "--model", "scripted-demo"])
+    assert rc == 2
+    assert capsys.readouterr().err.startswith("coral judge: error: --model scripted-demo only replays")
+
+
+def test_reproduce_prices_tokens_in_usage_and_status(tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = main(["reproduce", str(FIXTURE_PAPER), "--model", "scripted-demo", "--pipeline", "papercoder",
+               "--out-dir", str(out), "--usd-per-mtok-prompt", "2", "--usd-per-mtok-completion", "10"])
+    assert rc == 0
+    usage = json.loads((out / "ncs_paper/usage.json").read_text())
+    total = usage["total"]
+    assert total["usd"] == round((total["prompt_tokens"] * 2 + total["completion_tokens"] * 10) / 1e6, 6) > 0
+    assert sum(row["usd"] for agent, row in usage.items() if agent != "total") == pytest.approx(total["usd"])
+    status = json.loads((out / "ncs_paper/status.json").read_text())
+    assert status["cost"] == {"model_wall_s": total["wall_s"], "usd": total["usd"]}
+    assert f"${total['usd']:.4f}" in capsys.readouterr().out
+
+
+def test_reproduce_without_prices_records_wall_time_and_no_dollars(tmp_path):
+    out = tmp_path / "out"
+    assert main(["reproduce", str(FIXTURE_PAPER), "--model", "scripted-demo", "--out-dir", str(out)]) == 0
+    status = json.loads((out / "ncs_paper/status.json").read_text())
+    assert status["cost"]["usd"] is None and status["cost"]["model_wall_s"] >= 0
+    assert all(row["usd"] is None for row in json.loads((out / "ncs_paper/usage.json").read_text()).values())
+
+
+def test_reproduce_with_one_price_is_a_one_line_error(tmp_path, capsys):
+    rc = main(["reproduce", str(FIXTURE_PAPER), "--model", "scripted-demo", "--out-dir", str(tmp_path),
+               "--usd-per-mtok-prompt", "2"])
+    assert rc != 0
+    assert "--usd-per-mtok-completion" in capsys.readouterr().err

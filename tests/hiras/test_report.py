@@ -1,0 +1,16 @@
+from coral.hiras.report import write_html
+
+
+def call(agent, task, children=(), status="success"):
+    return {"agent": agent, "task": task, "report": {"status": status, "summary": "s", "steps": 2},
+            "usage": {"prompt_tokens": 10, "completion_tokens": 3}, "total_usage": {"prompt_tokens": 20,
+            "completion_tokens": 6}, "wall_s": 0.5, "actions": [{"tool": "read_file", "args": {"path": "a"}}],
+            "children": list(children)}
+
+
+def test_html_nests_calls_and_escapes_model_text(tmp_path):
+    root = call("manager", "go", [call("coding_agent", "<script>alert(1)</script>", status="error")])
+    page = write_html([root], tmp_path / "r.html").read_text()
+    assert page.count("<details") == 2 and page.index("manager") < page.index("coding_agent")
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "10+3 tokens (subtree 20+6)" in page and "[error]" in page

@@ -1,0 +1,86 @@
+"""`coral eval --workflow recursive | text-mas` on a tiny trained RecursiveMAS run directory."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import pytest
+
+from coral.cli import main
+from coral.recursivemas.agents import build_records
+from coral.recursivemas.config import InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
+from coral.recursivemas.patterns import get_pattern
+from coral.recursivemas.recipe import CONFIG_FILE, load_or_build_agents
+from coral.recursivemas.system import RecursiveMAS
+from coral.recursivemas.train import new_state, train_links
+from coral.train.loop import Run
+from coral.train.loop import new_state as new_trainer_state
+
+RECORDS = [{"question": f"question {i}", "plan": f"plan {i}", "refined_plan": f"refined {i}", "answer": f"a{i}"}
+           for i in range(7)]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A run as `coral train` leaves it (config.json, agents/, ckpt/), with 2 inner + 1 outer step."""
+    root = tmp_path_factory.mktemp("latent_eval")
+    data = root / "records.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
+    cfg = RecursiveMASConfig(pattern="distillation", rounds=2, latent_steps=2, data=str(data), n_train_tasks=4,
+                             n_test_tasks=3, agent_widths=(16, 24), n_layers=1, vocab_size=300,
+                             inner=InnerLoopConfig(steps=2), outer=OuterLoopConfig(steps=1), batch_size=2,
+                             max_new_tokens=4, out_dir=str(root / "run"))
+    (root / "run").mkdir()
+    (root / "run" / CONFIG_FILE).write_text(json.dumps(asdict(cfg)))
+    train, _ = build_records(cfg)
+    system = RecursiveMAS(get_pattern(cfg.pattern), load_or_build_agents(cfg, train, False), cfg.latent_steps)
+    train_links(new_state(cfg, system), train, Run(cfg.out_dir), new_trainer_state())  # writes ckpt/step_000003
+    return root / "run"
+
+
+@pytest.mark.parametrize("workflow", ["recursive", "text-mas"])
+def test_coral_eval_runs_a_latent_workflow_and_writes_tokens_and_wall_time_per_sample(run_dir, tmp_path, workflow):
+    out = tmp_path / "eval"
+    assert main(["eval", "--workflow", workflow, "--latent-run-dir", str(run_dir), "--latent-rounds", "1",
+                 "--out-dir", str(out), "--no-progress"]) == 0
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert [s["id"] for s in samples] == ["records/5", "records/6", "records/7"]  # the run's 3 test records
+    assert all(s["workflow"] == workflow and s["rounds"] == 1 for s in samples)
+    assert all(1 <= s["decoded_tokens"] <= (4 if workflow == "recursive" else 8) for s in samples)
+    assert all(s["wall_s"] > 0 for s in samples)
+    # batches of 2 (the run's batch_size): the third sample's batch is itself alone
+    assert samples[0]["batch_wall_s"] == pytest.approx(2 * samples[0]["wall_s"])
+    assert samples[2]["batch_wall_s"] == pytest.approx(samples[2]["wall_s"])
+    summary = json.loads((out / "summary.json").read_text())["summary"]
+    assert summary["samples"] == 3
+    assert summary["decoded_tokens"] == sum(s["decoded_tokens"] for s in samples)
+    assert summary["wall_s"] == pytest.approx(sum(s["wall_s"] for s in samples))
+    assert summary["accuracy"] == sum(s["correct"] for s in samples) / 3
+
+
+def test_coral_eval_of_a_latent_run_on_humaneval_judges_its_first_tasks(run_dir, tmp_path):
+    out = tmp_path / "eval"
+    assert main(["eval", "--workflow", "recursive", "--latent-run-dir", str(run_dir), "--bench", "humaneval",
+                 "--limit", "2", "--out-dir", str(out), "--no-progress"]) == 0
+    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert [s["id"] for s in samples] == ["HumanEval/0", "HumanEval/1"]
+    assert all(s["correct"] is False for s in samples)  # 4 tokens of an untrained tiny agent: no code
+
+
+def test_a_bench_given_by_name_is_evaluated_even_when_it_is_the_chain_workflows_default(run_dir, tmp_path):
+    """`--bench procedural-test` used to mean "no bench" (it is the chain's default) and the run's own
+    records were evaluated instead."""
+    out = tmp_path / "eval"
+    assert main(["eval", "--workflow", "recursive", "--latent-run-dir", str(run_dir), "--bench", "procedural-test",
+                 "--limit", "2", "--out-dir", str(out), "--no-progress"]) == 0
+    ids = [json.loads(line)["id"] for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert len(ids) == 2 and all(i.startswith("procedural") for i in ids), ids
+
+
+def test_coral_eval_names_the_missing_run_directory(tmp_path, capsys):
+    assert main(["eval", "--workflow", "recursive", "--out-dir", str(tmp_path)]) == 2
+    assert "latent_run_dir" in capsys.readouterr().err
+    assert main(["eval", "--workflow", "text-mas", "--latent-run-dir", str(tmp_path / "nope"),
+                 "--out-dir", str(tmp_path)]) == 2
+    assert "not a RecursiveMAS run directory" in capsys.readouterr().err
