@@ -123,7 +123,7 @@ def _json_for_script(data: Any) -> str:
 
 
 def _asset(name: str) -> str:
-    return resources.files("coral.report").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("coral.mars2").joinpath(name).read_text(encoding="utf-8")
 
 
 def render_tree_html(trees: Sequence[Tree], tasks: Sequence[Task] | None = None, title: str = "coral search trees") -> str:
