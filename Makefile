@@ -46,4 +46,4 @@ browser:
 	  echo "chromium is not installed: the tree viewer's browser test will be skipped"
 
 lint: install
-	$(VENV)/bin/ruff check coral tests bench
+	$(VENV)/bin/ruff check coral tests bench experiments

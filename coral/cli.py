@@ -20,7 +20,20 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from coral.config import ConfigError, UserInputError, field_help, is_config_class, load_config
+import yaml
+
+from coral.config import (
+    ConfigError,
+    UserInputError,
+    field_help,
+    from_mapping,
+    is_config_class,
+    load_config,
+    merge,
+    nest,
+)
+from coral.evaluation import LATENT_WORKFLOWS, EvalConfig, print_summary, run_eval
+from coral.hiras.cli import add_research_commands
 
 USER_ERRORS = (UserInputError, FileNotFoundError, ConnectionError)  # reported in one line; all else: traceback
 
@@ -64,8 +77,6 @@ def _config(cls: type, args: argparse.Namespace) -> Any:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from coral.evaluation import LATENT_WORKFLOWS, EvalConfig, print_summary, run_eval
-
     cfg = _config(EvalConfig, args)
     if cfg.workflow in LATENT_WORKFLOWS:
         from coral.recursivemas import run_latent_eval  # lazy: torch and the agents only for this workflow
@@ -79,6 +90,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 def recipes() -> dict[str, tuple[type, Callable[..., Any]]]:
     """`coral train`'s recipes: name -> (config class, train function(cfg, progress=...))."""
+    # lazy: the recipes import torch, which `coral --help` and the light commands do without
     from coral.corecode.recipe import CoReCodeConfig, train_corecode
     from coral.mars2.recipe import MARS2Config, train_mars2
     from coral.recursivemas import RecursiveMASConfig, train_recursivemas
@@ -89,8 +101,6 @@ def recipes() -> dict[str, tuple[type, Callable[..., Any]]]:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     """`recipe:` in the YAML file picks the recipe (default corecode); flags override its fields."""
-    import yaml
-
     path = args.config_file
     try:
         with open(path) as fh:
@@ -111,7 +121,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
     foreign = sorted(set(given) - set(own))
     if foreign:
         raise ConfigError(f"flag {_flag(foreign[0])} is not a field of recipe {recipe!r}")
-    from coral.config import from_mapping, merge, nest
 
     cfg = from_mapping(cls, merge(head, nest(given)), f"{path} + flags")
     train(cfg, progress=not args.no_progress)
@@ -130,6 +139,7 @@ def _train_flags() -> dict[str, tuple[str, Any]]:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    # lazy: keeps torch out of `coral --help` and the light commands
     from coral.corecode.recipe import CoReCodeConfig, run_demo
 
     cfg = _config(CoReCodeConfig, args)
@@ -138,6 +148,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
+    # lazy: keeps torch out of `coral --help` and the light commands
     from coral.mars2.search import SearchConfig, run_search
 
     cfg = _config(SearchConfig, args)
@@ -169,7 +180,6 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         p.add_argument("--config", default=None, help="YAML config file; flags override it")
         _add_flags(p, config_flags(cls))
-    from coral.hiras.cli import add_research_commands
 
     add_research_commands(sub)  # reproduce, judge: each sets args.handler
     return parser

@@ -5,7 +5,7 @@ Sets, rebuilt from --seed exactly as `coral demo` builds them: the test split (n
 --n-test-tasks) and the tasks of the training skeletons that neither SFT nor RL sees (--n-fresh-tasks).
 Each pair is evaluated greedily and from --samples samples per task at temperature 1.
 
-    .venv/bin/python experiments/corecode_compare.py runs/probe_sft_e6.0_b32_lr0.003_s0 runs/demo/final
+    python -m experiments.corecode_compare runs/probe_sft_e6.0_b32_lr0.003_s0 runs/demo/final
 
 Each DIR holds `planner/` and `coder/` as saved by `HFPolicy.save`. Evaluation records go under --out.
 Error bars: each pass@1 with its standard error over tasks, each change with its paired per-task one.

@@ -5,8 +5,8 @@ then the same coder answers again from the task's gold plan. Each task falls in 
 (plan equals the gold plan?, chain passes?, coder passes from the gold plan?), printed as a table,
 with pass@1 per composition length and a few wrong plans next to the gold ones.
 
-    .venv/bin/python experiments/corecode_failures.py runs/demo/final
-    .venv/bin/python experiments/corecode_failures.py runs/probe_sft_e6.0_b32_lr0.003_s0 --train
+    python -m experiments.corecode_failures runs/demo/final
+    python -m experiments.corecode_failures runs/probe_sft_e6.0_b32_lr0.003_s0 --train
 
 DIR holds `planner/` and `coder/` as saved by `HFPolicy.save` (a demo's `final/`, a probe's SFT
 cache). Tasks are rebuilt from --seed / --n-test-tasks exactly as `coral demo` builds them. Error bars:

@@ -2,8 +2,8 @@
 training tasks, before and after RL, each with its standard error over tasks, and the paired per-task
 change of held-out pass@1. Used for the learning-rate / group sweeps.
 
-    .venv/bin/python experiments/corecode_rl_probe.py --rl-steps 40 --set '{"rl": {"lr": 5e-5}}'
-    .venv/bin/python experiments/corecode_rl_probe.py --rl-steps 20 --fixed-tasks 48 --set '{"train_roles": ["coder"]}'
+    python -m experiments.corecode_rl_probe --rl-steps 40 --set '{"rl": {"lr": 5e-5}}'
+    python -m experiments.corecode_rl_probe --rl-steps 20 --fixed-tasks 48 --set '{"train_roles": ["coder"]}'
 
 --set holds CoReCodeConfig fields (nested as mappings). --fixed-tasks N: RL on the first N training tasks
 only, and the "train" evaluation on those same N (0: the usual stream and the first 200).

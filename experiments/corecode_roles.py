@@ -13,7 +13,7 @@ arms differ only by the debugger. A finished run (its summary.json exists) is re
 so a stopped study continues where it stopped; a half-finished one resumes from its latest checkpoint.
 A run directory whose config.json holds other settings is refused, not read back.
 
-    PYTHONPATH=. .venv/bin/python experiments/corecode_roles.py --seeds 0 1 2 --set '{"rl_steps": 100}'
+    python -m experiments.corecode_roles --seeds 0 1 2 --set '{"rl_steps": 100}'
 
 Writes runs' JSON next to them (--out) and the table into docs/results/roles.md (section "benchmark").
 This script does NOT add anything to train_corecode: every figure comes from its evaluations.
@@ -24,13 +24,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # efficacy_protocol
-
-from efficacy_protocol import (
+from coral.config import from_mapping
+from coral.corecode.recipe import CoReCodeConfig, train_corecode
+from coral.evaluation import task_pass_rates
+from experiments.efficacy_protocol import (
     fmt_change,
     fmt_mean_se,
     markdown_table,
@@ -40,10 +40,6 @@ from efficacy_protocol import (
     save_run,
     write_section,
 )
-
-from coral.config import from_mapping
-from coral.corecode.recipe import CoReCodeConfig, train_corecode
-from coral.evaluation import task_pass_rates
 
 ROLES = ["planner", "coder", "debugger"]
 ARMS: dict[str, dict[str, Any]] = {

@@ -5,8 +5,8 @@ RL temperature. Each seed is a full `coral demo` run (about 21-23 minutes on 2 c
 `--set '{"n_test_tasks": 500}'`). Error bars: each seed's paired per-task standard error, and the
 standard error over seeds of the mean change.
 
-    .venv/bin/python experiments/corecode_seeds.py --seeds 0 1 2
-    .venv/bin/python experiments/corecode_seeds.py --seeds 1 --set '{"rl": {"lr": 2e-4}}'
+    python -m experiments.corecode_seeds --seeds 0 1 2
+    python -m experiments.corecode_seeds --seeds 1 --set '{"rl": {"lr": 2e-4}}'
 """
 
 from __future__ import annotations

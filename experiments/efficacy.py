@@ -1,8 +1,8 @@
 """The efficacy studies of issue #24, one command each, on the fixed protocol of efficacy_protocol.py:
 
-    python experiments/efficacy.py scaling   # A: best-of-N vs AB-MCTS-A, 1 and 2 agents, budgets 4-32, no training
-    python experiments/efficacy.py mars2     # B: single-agent GRPO vs MARS2 with/without shaping, equal samples
-    python experiments/efficacy.py corecode  # C: CoRe-Code role ablation and single-coder GRPO at equal codes
+    python -m experiments.efficacy scaling   # A: best-of-N vs AB-MCTS-A, 1 and 2 agents, budgets 4-32, no training
+    python -m experiments.efficacy mars2     # B: single-agent GRPO vs MARS2 with/without shaping, equal samples
+    python -m experiments.efficacy corecode  # C: CoRe-Code role ablation and single-coder GRPO at equal codes
 
 `--set '{"field": value}'` overrides the study's config fields (ScalingConfig / TrainingStudyConfig).
 Each writes its per-run JSON (command, config, commit, load average, numbers) under the config's `out`
@@ -16,10 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling efficacy_* and mars2_compare modules
 
 STUDIES = {  # name -> (module, config class, entry point)
     "scaling": ("efficacy_scaling", "ScalingConfig", "run"),
@@ -42,9 +38,9 @@ def main(argv: list[str] | None = None) -> None:
     except json.JSONDecodeError as exc:
         raise UserInputError(f"--set: not JSON ({exc})") from None
     module_name, cls_name, entry = STUDIES[args.study]
-    module = importlib.import_module(module_name)
+    module = importlib.import_module(f"experiments.{module_name}")
     cfg = from_mapping(getattr(module, cls_name) if hasattr(module, cls_name) else
-                       getattr(importlib.import_module("efficacy_training"), cls_name), fields, "--set")
+                       getattr(importlib.import_module("experiments.efficacy_training"), cls_name), fields, "--set")
     getattr(module, entry)(cfg)
 
 

@@ -22,7 +22,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from efficacy_protocol import (
+from experiments.efficacy_protocol import (
     fmt_change,
     fmt_mean_se,
     markdown_table,
@@ -32,7 +32,7 @@ from efficacy_protocol import (
     save_run,
     write_section,
 )
-from efficacy_training import (
+from experiments.efficacy_training import (
     TrainingStudyConfig,
     analysis_cells,
     corecode_variants,
@@ -81,15 +81,14 @@ def _single_coder(cfg: TrainingStudyConfig, seed: int, ccfg: Any, sandbox: Any) 
     """MARS2's single-agent best-of-N GRPO with CoRe-Code's codes per task, train tasks, code length, SFT
     and learning rate (`ccfg`); sampled pass@1 per task from `eval_samples_per_task` independent samples
     on the test split, before and after RL."""
-    from efficacy_scaling import sample_pass_rate
-    from mars2_compare import cached_cold_start
-
     from coral.benchmarks.procedural import make_tasks
     from coral.benchmarks.splits import build_tasks
     from coral.mars2.recipe import MARS2Config, make_tree_agents, train_mars2
     from coral.mars2.tree import TreeConfig, search
     from coral.policy.hf import HFPolicy
     from coral.seeding import EVAL_STEP
+    from experiments.efficacy_scaling import sample_pass_rate
+    from experiments.mars2_compare import cached_cold_start
 
     codes_per_task = ccfg.plans_per_task * ccfg.codes_per_plan
     base = MARS2Config(seed=seed, agents=1, algorithm="best_of_n", shaping=False, n_train_tasks=ccfg.n_train_tasks,

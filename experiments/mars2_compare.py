@@ -11,7 +11,7 @@ node budget. Also printed: the cold-start agents before RL, all of them (`sft`, 
 MARS2 rows) and the first alone (`sft/1`, the baseline of `single`). Error bars: the standard error over
 seeds of each variant's mean Pass@1 and Pass@N (nan with one seed).
 
-    .venv/bin/python experiments/mars2_compare.py --seeds 0 1 --rl-steps 8    # about 15 min per seed on 2 cores
+    python -m experiments.mars2_compare --seeds 0 1 --rl-steps 8    # about 15 min per seed on 2 cores
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Fixtures shared by the bench and experiment smoke tests: a script loaded as a module, and a directory
-holding an untrained tiny planner/ and coder/ (what the scripts that read a trained pair take)."""
+"""Fixtures shared by the bench and experiment smoke tests: a bench script loaded as a module, an
+experiment module of the `experiments` package, and a directory holding an untrained tiny planner/ and
+coder/ (what the scripts that read a trained pair take)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def load_bench():
 
 @pytest.fixture
 def load_experiment():
-    yield from _scripts("experiments")
+    """load(name) -> the module experiments.<name> (a package: its modules import each other by name)."""
+    return lambda name: importlib.import_module(f"experiments.{name}")
 
 
 @pytest.fixture

@@ -17,12 +17,17 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from coral.agents import TEMPLATES, PromptTemplate
+from coral.benchmarks.mutants import mutants
+from coral.benchmarks.procedural import parse_composition, skeleton
+from coral.sandbox import Sandbox
 from coral.train.sft import SFTExample, code_block
 from coral.trajectory import Task
 from coral.workflows.chain import with_examples
+from coral.workflows.common import judge
 
 MUTANT_CANDIDATES = 4  # mutants judged per debugger example wanted (most fail a public test; some are equivalent)
 # (task fingerprint, seed, n) -> [(mutant, feedback)]: a run builds its cold-start data twice (the tokenizer's
@@ -55,8 +60,6 @@ def retriever_template(k: int) -> PromptTemplate:
 
 
 def _skeleton(task: Task) -> tuple[str, ...]:
-    from coral.benchmarks.procedural import parse_composition, skeleton
-
     if "composition" not in task.metadata:
         raise ValueError(f"task {task.id!r} is not procedural (no metadata 'composition'): no skeleton to retrieve by")
     return skeleton(parse_composition(task.metadata["family"], task.metadata["composition"]))
@@ -81,8 +84,6 @@ def gold_retrievals(tasks: Sequence[Task], k: int, seed: int) -> dict[str, str]:
 def failing_mutants(tasks: Sequence[Task], per_task: int, seed: int, sandbox: Any) -> dict[str, list[tuple[str, str]]]:
     """Task id -> up to `per_task` (mutant code, public-test feedback) pairs, mutants that fail at least one
     public test, from a seeded draw of MUTANT_CANDIDATES x per_task mutants per task (judged in one batch)."""
-    from coral.benchmarks.mutants import mutants
-    from coral.workflows.common import judge
 
     keys = {t.id: (_fingerprint(t), seed, per_task) for t in tasks}
     if len(_DEBUG_CACHE) + len(tasks) > DEBUG_CACHE_MAX:
@@ -113,8 +114,6 @@ def debugger_examples(tasks: Sequence[Task], per_task: int, seed: int, sandbox: 
     """The debugger's cold start: (problem, failing mutant, its feedback) -> gold code. Opens a sandbox of
     `workers` processes when none is given. Raises when no task yields a failing mutant."""
     if sandbox is None:
-        from coral.sandbox import Sandbox
-
         with Sandbox(workers=workers) as own:
             return debugger_examples(tasks, per_task, seed, own)
     pairs = failing_mutants(tasks, per_task, seed, sandbox)
@@ -147,6 +146,4 @@ def cold_start_examples(tasks: Sequence[Task], roles: Sequence[str], *, k: int =
 
 def _with_gold(task: Task, retrieval: str) -> Task:
     """`task` whose prompt is what planner and coder see after retrieval (reference and metadata kept)."""
-    from dataclasses import replace
-
     return replace(task, prompt=with_examples(task.prompt.strip(), retrieval))

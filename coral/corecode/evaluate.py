@@ -13,8 +13,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from coral.benchmarks.metrics import paired_change
 from coral.corecode.config import CoReCodeConfig
+from coral.corecode.setup import make_agents
+from coral.evaluation import EvalConfig, run_eval, task_pass_rates
 from coral.sandbox.protocol import SandboxProtocol
+from coral.seeding import EVAL_STEP
 from coral.trajectory import Task
 
 TEST_WHAT = "new skeletons (test split)"
@@ -57,8 +61,6 @@ def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequenc
                    name: str, samples: int = 0, bench: str = "procedural-test") -> dict[str, float]:
     """pass@1 of the chain (cfg.chain_roles; a debugger rewrites once per code and round) on `tasks`, records under out_dir/name: greedy (samples=0), or
     the unbiased estimate from `samples` (plan, code) samples per task at rl.temperature."""
-    from coral.corecode.setup import make_agents
-    from coral.evaluation import EvalConfig, run_eval
 
     if samples < 0:
         raise ValueError(f"evaluate_pass1: samples must be >= 0, got {samples}")
@@ -67,7 +69,6 @@ def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequenc
                       max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, debug_rounds=cfg.debug_rounds,
                       tasks_per_batch=max(1, cfg.eval_batch_samples // max(samples, 1)),
                       out_dir=str(Path(cfg.out_dir) / name))
-    from coral.seeding import EVAL_STEP
 
     # sampled evaluation draws with its own seed streams (EVAL_STEP), never ones an RL step used
     agents = make_agents(cfg, policies, greedy=not samples)
@@ -89,8 +90,6 @@ def evaluate_sets(cfg: CoReCodeConfig, policies: dict[str, Any], sets: Sequence[
 def paired_change_between(out_dir: str | Path, before: str, after: str) -> dict[str, float]:
     """Per-task change of pass rates between two evaluations under `out_dir` (metrics.paired_change):
     mean, paired standard error, tasks up and down."""
-    from coral.benchmarks.metrics import paired_change
-    from coral.evaluation import task_pass_rates
 
     out_dir = Path(out_dir)
     change = paired_change(task_pass_rates(out_dir / before / "samples.jsonl"),

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from coral.benchmarks.metrics import fix_rate
 from coral.benchmarks.splits import build_tasks, fresh_tasks, rl_tasks, sft_tasks
 from coral.config import UserInputError
@@ -43,12 +45,17 @@ from coral.corecode.setup import (
     sft_corecode,
     sft_references,
 )
+from coral.report.run_report import write_run_report
+from coral.sandbox import Sandbox
 from coral.sandbox.protocol import SandboxProtocol
 from coral.scale import ScaleOut
 from coral.train.checkpoints import TrainedAgent
+from coral.train.grpo import assign_advantages, grouped_rewards, reward_spread, unique_turns
 from coral.train.loop import Run, drive, new_state
 from coral.train.rewards import CodeReward, RewardFn
 from coral.trajectory import ExecutionResult, Task
+from coral.workflows.chain import run_chain
+from coral.workflows.common import judge
 
 __all__ = ["CoReCodeConfig", "train_corecode", "rl_step", "run_demo", "group_key"]
 
@@ -60,10 +67,6 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True, reward_fn: Reward
     """SFT (unless resuming) -> eval -> RL with checkpoints -> eval. Returns the run summary, also
     written to out_dir/summary.json. A killed run restarts from its latest checkpoint. `reward_fn`
     scores each code (default: `CodeReward(cfg.correctness, cfg.efficiency_weight)`)."""
-    import torch
-
-    from coral.sandbox import Sandbox
-
     say = functools.partial(_say, progress)
     reward_fn = reward_fn or CodeReward(cfg.correctness, cfg.efficiency_weight)
     run = Run(cfg.out_dir, cfg, start_over=not cfg.resume, may_change=RESUMABLE_CHANGES)
@@ -204,8 +207,6 @@ def group_key(cfg: CoReCodeConfig):
 def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dict[str, Any],
             learners: dict[str, Any], sandbox: SandboxProtocol, reward_fn: RewardFn | None = None) -> dict[str, float]:
     """rollout -> rewards -> advantages -> one update per trained agent -> metrics."""
-    from coral.train.grpo import assign_advantages, grouped_rewards, reward_spread, unique_turns
-    from coral.workflows.chain import run_chain
 
     t0 = time.perf_counter()
     reward_fn = reward_fn or CodeReward(cfg.correctness, cfg.efficiency_weight)
@@ -261,8 +262,6 @@ def fix_counts(coder: Sequence[Any], final: Sequence[Any], trajs: Sequence[Any])
 def reference_results(tasks: Sequence[Task], sandbox: SandboxProtocol) -> dict[str, ExecutionResult]:
     """Each task's reference solution on all its tests; a failing reference is an error (it would
     silently zero every efficiency bonus)."""
-    from coral.workflows.common import judge
-
     refs = {}
     for task, (pub, priv) in zip(tasks, judge(sandbox, tasks, [t.reference for t in tasks]), strict=True):
         refs[task.id] = ExecutionResult(pub.tests + priv.tests, pub.error)
@@ -311,8 +310,6 @@ def _say(enabled: bool, text: str) -> None:
 
 def run_demo(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]:
     """The README's main job: SFT then CoRe-Code GRPO on tiny models, before/after pass@1, report."""
-    from coral.report.run_report import write_run_report
-
     summary = train_corecode(cfg, progress=progress)
     report = write_run_report(Path(cfg.out_dir))
     print(f"held-out pass@1 after SFT -> after SFT + RL (seed {cfg.seed}, {summary['wall_s'] / 60:.1f} min):")

@@ -13,8 +13,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from coral.agents import make_agent
 from coral.benchmarks.splits import sft_tasks
 from coral.corecode.config import CoReCodeConfig
+from coral.corecode.data import cold_start_examples, retriever_template
+from coral.corecode.fork import COLD_START_DIR
+from coral.policy import load_policy, tiny_policy
+from coral.policy.base import SamplingParams
+from coral.policy.shared_lora import shared_lora
+from coral.train.checkpoints import load_weights
+from coral.train.grpo import AgentLearner, frozen_copy
+from coral.train.sft_parallel import train_sft_many
 from coral.trajectory import Task
 
 
@@ -22,8 +33,6 @@ def cold_start_data(cfg: CoReCodeConfig, tasks: Sequence[Task], sandbox: Any = N
                     roles: Sequence[str] | None = None) -> dict[str, list[Any]]:
     """SFT examples of each of `roles` (default: the chain's) from `tasks` (the debugger's judge mutants in
     `sandbox`, or in one opened for the call)."""
-    from coral.corecode.data import cold_start_examples
-
     return cold_start_examples(tasks, cfg.chain_roles if roles is None else roles, k=max(cfg.retrieved_examples, 1), seed=cfg.seed,
                                mutants_per_task=cfg.sft_debug_mutants, sandbox=sandbox, workers=cfg.sandbox_workers)
 
@@ -32,8 +41,6 @@ def build_policies(cfg: CoReCodeConfig, train: Sequence[Task], sandbox: Any = No
     """One policy per chain role (cfg.chain_roles): separate models, or with cfg.lora_rank LoRA adapters
     on one shared base. A tiny model's tokenizer is trained on the cold-start text of cfg.tokenizer_roles
     (default: every chain role)."""
-    from coral.policy import load_policy, tiny_policy
-
     roles = list(cfg.chain_roles)
     if cfg.model == "tiny":
         examples = [ex for exs in cold_start_data(cfg, train, sandbox, cfg.tokenizer_roles).values() for ex in exs]
@@ -50,8 +57,6 @@ def build_policies(cfg: CoReCodeConfig, train: Sequence[Task], sandbox: Any = No
         return policy
 
     if cfg.lora_rank:
-        from coral.policy.shared_lora import shared_lora
-
         return dict(shared_lora(make(0), roles, r=cfg.lora_rank, alpha=2 * cfg.lora_rank))
     return {role: make(i) for i, role in enumerate(roles)}
 
@@ -59,9 +64,6 @@ def build_policies(cfg: CoReCodeConfig, train: Sequence[Task], sandbox: Any = No
 def make_agents(cfg: CoReCodeConfig, policies: dict[str, Any], greedy: bool = False) -> dict[str, Any]:
     """The agent of every chain role; cfg.seed is a base seed: each request's stream is hashed from it and
     the step the workflow is given (coral.seeding)."""
-    from coral.agents import make_agent
-    from coral.corecode.data import retriever_template
-    from coral.policy.base import SamplingParams
 
     out = {}
     for role in cfg.chain_roles:
@@ -83,8 +85,6 @@ def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, Any], train: list[Task
                  progress: bool = True, sandbox: Any = None) -> dict[str, list[float]]:
     """Cold start: every role SFT'd in place on its gold data from the cold start's tasks (in parallel
     processes unless cfg.sft_processes == 1); returns each role's loss curve."""
-    from coral.train.sft_parallel import train_sft_many
-
     data = cold_start_data(cfg, sft_tasks(cfg.splits, train), sandbox)
     sft = replace(cfg.sft, seed=cfg.seed)
     per_role = {role: sft if role != "coder" or cfg.sft_coder_epochs is None
@@ -101,11 +101,7 @@ def sft_references(cfg: CoReCodeConfig, policies: dict[str, Any], saved: bool) -
     (`corecode_fork.save_cold_start`, out_dir/sft/cold_start) is loaded into them, not the current weights."""
     if cfg.rl.loss.beta_kl == 0 and not cfg.rl.log_kl:
         return {}
-    import torch
 
-    from coral.corecode.fork import COLD_START_DIR
-    from coral.train.checkpoints import load_weights
-    from coral.train.grpo import frozen_copy
 
     refs = {role: frozen_copy(policies[role]) for role in cfg.train_roles}
     for role, ref in refs.items() if saved else ():
@@ -119,7 +115,5 @@ def sft_references(cfg: CoReCodeConfig, policies: dict[str, Any], saved: bool) -
 
 def make_learners(cfg: CoReCodeConfig, policies: dict[str, Any], references: dict[str, Any]) -> dict[str, Any]:
     """One AgentLearner per trained role, with its KL reference when there is one."""
-    from coral.train.grpo import AgentLearner
-
     return {role: AgentLearner(role, policies[role], cfg.rl, reference=references.get(role))
             for role in cfg.train_roles}

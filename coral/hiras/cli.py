@@ -17,6 +17,13 @@ import json
 from pathlib import Path
 
 from coral.config import UserInputError
+from coral.hiras.demo import ScriptedAgents, hiras_replies, papercoder_replies
+from coral.hiras.hiras import HirasConfig
+from coral.hiras.judges import PROTOCOLS, judge_repo
+from coral.hiras.llm import Prices
+from coral.hiras.paper import load_paper
+from coral.hiras.reproduce import PIPELINES, reproduce_batch
+from coral.policy import load_policy
 from coral.policy.base import Policy
 
 DEMO_MODEL = "scripted-demo"
@@ -28,19 +35,14 @@ def policy_for(spec: str, pipeline: str = "hiras") -> Policy:
         raise UserInputError(f"--model {DEMO_MODEL} only replays the reproduction agents; a judge needs a model "
                          "(or scripted:<replies.json>)")
     if spec == DEMO_MODEL:
-        from coral.hiras.demo import ScriptedAgents, hiras_replies, papercoder_replies
-
         if pipeline == "hiras":
             return ScriptedAgents(hiras_replies())
         return ScriptedAgents({"papercoder": papercoder_replies()}, default="papercoder")
-    from coral.policy import load_policy
 
     return load_policy(spec)
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from coral.hiras.hiras import HirasConfig
-    from coral.hiras.reproduce import reproduce_batch
 
     policy = policy_for(args.model, args.pipeline)
     manager = policy_for(args.manager_model, args.pipeline) if args.manager_model else None
@@ -61,8 +63,6 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
 def _prices(args: argparse.Namespace):
     """Prices from the two flags: both or neither."""
-    from coral.hiras.llm import Prices
-
     given = (args.usd_per_mtok_prompt, args.usd_per_mtok_completion)
     if given == (None, None):
         return None
@@ -75,8 +75,6 @@ def _prices(args: argparse.Namespace):
 
 
 def _cmd_judge(args: argparse.Namespace) -> int:
-    from coral.hiras.judges import judge_repo
-    from coral.hiras.paper import load_paper
 
     result = judge_repo(args.repo, load_paper(args.paper), policy_for(args.model, "judge"), args.protocol, args.gold,
                         n=args.n, max_new_tokens=args.max_new_tokens)
@@ -91,8 +89,6 @@ def _cmd_judge(args: argparse.Namespace) -> int:
 
 def add_research_commands(sub: argparse._SubParsersAction) -> None:
     """Register `reproduce` and `judge` on coral's subparsers; each sets `handler`."""
-    from coral.hiras.judges import PROTOCOLS
-    from coral.hiras.reproduce import PIPELINES
 
     p = sub.add_parser("reproduce", help="turn papers into repositories (HiRAS or the PaperCoder baseline)")
     p.add_argument("papers", nargs="+", metavar="PAPER", help="paper files: .md, .tex or s2orc .json")

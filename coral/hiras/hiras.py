@@ -29,6 +29,7 @@ from coral.hiras.llm import Ledger, Usage
 from coral.hiras.paper import Paper
 from coral.hiras.workspace import Workspace, WorkspaceError, file_tree
 from coral.policy.base import Policy
+from coral.sandbox import Sandbox
 
 OBSERVATION_LIMIT_CHARS = 12_000
 
@@ -168,8 +169,6 @@ class HirasRun:
 
     def _sandbox_for_commands(self):
         if self._sandbox is None:
-            from coral.sandbox import Sandbox
-
             self._sandbox = Sandbox(workers=1, allow_subprocess=True, cache=False,
                                     timeout_s=self.config.command_timeout_s + 15.0,
                                     memory_mb=self.config.command_memory_mb)

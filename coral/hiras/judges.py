@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -81,8 +82,6 @@ class JudgeResult:
 
 def parse_judgement(text: str) -> tuple[int, str] | str:
     """(score, critique JSON text) of one sample, or the reason it is invalid."""
-    import json
-
     body = strip_think(text)
     value = loads_lenient(body)
     if not isinstance(value, dict):

@@ -25,14 +25,28 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
+
+from coral.agents import TEMPLATES, make_agent
+from coral.benchmarks.mutants import mutants
 from coral.benchmarks.splits import ProceduralSplits, build_tasks
+from coral.mars2.tree import TreeConfig, search, tree_metrics
+from coral.mars2.tree_rewards import tree_advantages
+from coral.policy.base import SamplingParams
+from coral.policy.hf import HFPolicy
+from coral.policy.tiny import build_model, build_tokenizer
+from coral.sandbox import Sandbox
 from coral.sandbox.protocol import SandboxProtocol
+from coral.scale import ScaleOut
+from coral.seeding import EVAL_STEP
 from coral.train.checkpoints import TrainedAgent
-from coral.train.grpo import GRPOConfig, check_recipe_owned, reward_spread
+from coral.train.grpo import AgentLearner, GRPOConfig, check_recipe_owned, reward_spread, saved_references
 from coral.train.loop import Run, drive, new_state
 from coral.train.rewards import CodeReward, RewardFn
-from coral.train.sft import SFTConfig
+from coral.train.sft import SFTConfig, SFTExample, code_block
+from coral.train.sft_parallel import train_sft_many
 from coral.trajectory import ExecutionResult, Task
+from coral.workflows.common import judge
 
 AGENT_SHAPES = ((128, 4), (96, 3), (128, 3), (96, 4))  # (d_model, n_layers): the agents are different models
 
@@ -110,8 +124,6 @@ NODE_REWARD = CodeReward(correctness="fraction", efficiency_weight=0.0)  # defau
 
 def node_advantages(tree: Any, rewards: Sequence[float], cfg: MARS2Config) -> list[float]:
     """Advantage per node of one tree (root first, 0): shaped (or raw) rewards normalised over the tree."""
-    from coral.mars2.tree_rewards import tree_advantages
-
     parents = [n.parent for n in tree.nodes]
     full = [None] + list(rewards)
     gamma = cfg.gamma if cfg.shaping else 0.0  # gamma 0: r~ = r, the unshaped ablation
@@ -122,10 +134,6 @@ def node_advantages(tree: Any, rewards: Sequence[float], cfg: MARS2Config) -> li
 def refine_sft_examples(tasks: Sequence[Task], sandbox: SandboxProtocol, limit: int, seed: int) -> list[Any]:
     """(problem + mutant + its public feedback -> gold code) for up to `limit` tasks whose mutant
     fails a public test (a mutant that passes them teaches nothing about feedback)."""
-    from coral.agents import TEMPLATES
-    from coral.benchmarks.mutants import mutants
-    from coral.train.sft import SFTExample, code_block
-    from coral.workflows.common import judge
 
     rng = random.Random(seed)
     picked = []
@@ -149,8 +157,6 @@ def refine_sft_examples(tasks: Sequence[Task], sandbox: SandboxProtocol, limit: 
 
 
 def solve_sft_examples(tasks: Sequence[Task]) -> list[Any]:
-    from coral.agents import TEMPLATES
-    from coral.train.sft import SFTExample, code_block
 
     return [SFTExample(TEMPLATES["solver"].render({"problem": t.prompt.strip()}), code_block(t.reference))
             for t in tasks]
@@ -163,8 +169,6 @@ def cold_start_examples(cfg: MARS2Config, train: Sequence[Task], sandbox: Sandbo
 
 def build_agents(cfg: MARS2Config, examples: Sequence[Any]) -> list[Any]:
     """Fresh tiny agents of different shapes (AGENT_SHAPES), with one tokenizer trained on the examples."""
-    from coral.policy.hf import HFPolicy
-    from coral.policy.tiny import build_model, build_tokenizer
 
     corpus = [m["content"] for ex in examples for m in ex.messages] + [ex.completion for ex in examples]
     tokenizer = build_tokenizer(corpus)
@@ -180,8 +184,6 @@ def sft_agents(cfg: MARS2Config, policies: Sequence[Any], examples: Sequence[Any
                checkpoint_dir: Path | None = None) -> None:
     """SFT every agent in place (agent i with data seed cfg.seed + i); with `checkpoint_dir`, each agent's
     SFT state is kept there and resumed after a crash."""
-    from coral.train.sft_parallel import train_sft_many
-
     jobs = {f"agent{i}": (p, examples, replace(cfg.sft, seed=cfg.seed + i)) for i, p in enumerate(policies)}
     checkpoints = {name: checkpoint_dir / f"{name}.pt" for name in jobs} if checkpoint_dir is not None else None
     with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
@@ -201,8 +203,6 @@ def cold_start(cfg: MARS2Config, train: Sequence[Task], sandbox: SandboxProtocol
 def make_tree_agents(cfg: MARS2Config, policies: Sequence[Any]) -> list[Any]:
     """The solver agents, sampling at rl.temperature from base seed cfg.seed (each request's stream is
     hashed from it and the step the search is given: coral.seeding)."""
-    from coral.agents import make_agent
-    from coral.policy.base import SamplingParams
 
     return [make_agent("solver", p, agent_id=f"agent{i}", sampling=SamplingParams(
         max_new_tokens=cfg.max_new_tokens, temperature=cfg.rl.temperature, seed=cfg.seed))
@@ -212,8 +212,6 @@ def make_tree_agents(cfg: MARS2Config, policies: Sequence[Any]) -> list[Any]:
 def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Sequence[Any],
                learners: Sequence[Any], sandbox: SandboxProtocol, reward_fn: RewardFn = NODE_REWARD) -> dict[str, float]:
     """search -> node rewards -> (shaped) tree advantages -> each agent updates on its own nodes."""
-    from coral.mars2.tree import TreeConfig, search
-
     t0 = time.perf_counter()
     agents = make_tree_agents(cfg, policies)
     trees = search(batch, agents, sandbox, TreeConfig(cfg.algorithm, cfg.max_nodes_per_tree, seed=cfg.seed), step=step)
@@ -249,8 +247,6 @@ def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Seq
 def evaluate_search(cfg: MARS2Config, policies: Sequence[Any], tasks: Sequence[Task], sandbox: SandboxProtocol,
                     ) -> tuple[dict[str, float], list[Any]]:
     """Held-out Pass@1 / Pass@N at the config's node budget, sampling at rl.temperature (seeded)."""
-    from coral.mars2.tree import TreeConfig, search, tree_metrics
-    from coral.seeding import EVAL_STEP
 
     agents = make_tree_agents(cfg, policies)
     trees = search(tasks, agents, sandbox, TreeConfig(cfg.eval_algorithm, cfg.max_nodes_per_tree, seed=cfg.seed),
@@ -264,11 +260,6 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
     """Cold start (unless `policies` are given, e.g. shared across ablations; copies are trained) -> RL in
     the shared run loop -> held-out eval. A killed run restarts from its latest checkpoint (cold start:
     from each agent's SFT state) and ends in the state the uninterrupted run would have reached."""
-    import torch
-
-    from coral.sandbox import Sandbox
-    from coral.scale import ScaleOut
-    from coral.train.grpo import AgentLearner
 
     run = Run(cfg.out_dir, cfg, start_over=not cfg.resume, may_change=RESUMABLE_CHANGES)
     random.seed(cfg.seed)
@@ -319,8 +310,6 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
 def cold_references(cfg: MARS2Config, where: Path, policies: Sequence[Any], saved: bool) -> list[Any]:
     """Per agent, a frozen copy of its cold start for the logged KL (cfg.rl.log_kl; else None), written to
     `where`/agent{i} so that a resumed run (`saved`) reads the cold start back instead of its current weights."""
-    from coral.train.grpo import saved_references
-
     if not cfg.rl.log_kl:
         return [None] * len(policies)
     names = [f"agent{i}" for i in range(len(policies))]

@@ -13,8 +13,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from coral.agents import make_agent
+from coral.benchmarks import load_benchmark
 from coral.config import UserInputError
+from coral.mars2.tree import Tree, TreeConfig, search, tree_metrics
+from coral.mars2.viewer import write_tree_html
+from coral.policy import load_policy
 from coral.policy.base import SamplingParams
+from coral.sandbox import Sandbox
+from coral.scale import ScaleOut, distribute_agents
 
 
 @dataclass(frozen=True)
@@ -47,12 +54,6 @@ def _save_trees(path: Path, trees: list[Any], cfg: SearchConfig) -> None:
 
 
 def run_search(cfg: SearchConfig, progress: bool = True) -> dict[str, float]:
-    from coral.agents import make_agent
-    from coral.benchmarks import load_benchmark
-    from coral.mars2.tree import Tree, TreeConfig, search, tree_metrics
-    from coral.mars2.viewer import write_tree_html
-    from coral.policy import load_policy
-    from coral.sandbox import Sandbox
 
     tasks = load_benchmark(cfg.bench, limit=cfg.limit, seed=cfg.seed)
     sampling = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, seed=cfg.seed)
@@ -80,8 +81,6 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict[str, float]:
             m = tree_metrics(current)
             print(f"step {steps[0]}: nodes/tree {m['nodes_per_tree']:.1f}  pass@1 {m['pass@1']:.3f}  "
                   f"pass@N {m['pass@n']:.3f}  {time.perf_counter() - start:.1f}s", flush=True)
-
-    from coral.scale import ScaleOut, distribute_agents  # imports no ray without cfg.ray_address
 
     with Sandbox(workers=cfg.sandbox_workers, timeout_s=cfg.timeout_s) as sandbox, ScaleOut(cfg.ray_address) as scale:
         agents, sandbox = distribute_agents(agents, sandbox, scale)

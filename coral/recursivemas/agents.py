@@ -19,16 +19,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from coral.benchmarks.procedural import make_tasks
 from coral.config import UserInputError
+from coral.policy.hf import HFPolicy
+from coral.policy.loading import load_policy
+from coral.policy.tiny import build_model, build_tokenizer
 from coral.recursivemas.data import Record, load_records, procedural_records
 from coral.recursivemas.patterns import Pattern, get_pattern
+from coral.train.sft import SFTConfig, SFTExample, train_sft
 
 
 def build_records(cfg: Any) -> tuple[list[Record], list[Record]]:
     """(train, test) records of `cfg.data`: "procedural" or a JSONL path (last n_test_tasks are test)."""
     if cfg.data == "procedural":
-        from coral.benchmarks.procedural import make_tasks
-
         kw = {"min_depth": 1, "max_depth": cfg.max_depth, "seed": cfg.seed}
         return (procedural_records(make_tasks(cfg.n_train_tasks, "train", **kw)),
                 procedural_records(make_tasks(cfg.n_test_tasks, "test", **kw)))
@@ -44,8 +47,6 @@ def text_sources(pattern: Pattern, role: str, record: Record) -> dict[str, str]:
 
 
 def role_examples(pattern: Pattern, role: str, records: Sequence[Record]) -> list[Any]:
-    from coral.train.sft import SFTExample
-
     return [SFTExample(tuple(pattern.prompt(role, r.question, text_sources(pattern, role, r))),
                        r.field(pattern.gold[role])) for r in records]
 
@@ -57,8 +58,6 @@ AGENT_FILE = "coral_agent.json"  # in agents/ROLE: the role's model spec (and no
 def load_pretrained(spec: str) -> Any:
     """The HF policy named by `spec` (coral.policy.load_policy), as loaded; one-line UserInputError naming
     the field when it cannot be loaded or is not a local HF model (a latent agent needs its weights)."""
-    from coral.policy.hf import HFPolicy
-    from coral.policy.loading import load_policy
 
     try:
         policy = load_policy(spec)
@@ -75,9 +74,6 @@ def build_agents(cfg: Any, train: Sequence[Record], progress: bool = False) -> d
     """One agent per role of `cfg.pattern`, its spec from `cfg.agent_model(i)`: tiny agents (widths cycle
     through `cfg.agent_widths`, one BPE tokenizer trained on the records, optional SFT cold start) or
     pretrained ones, loaded as they are (no cold start: they are frozen as loaded)."""
-    from coral.policy.hf import HFPolicy
-    from coral.policy.tiny import build_model, build_tokenizer
-    from coral.train.sft import SFTConfig, train_sft
 
     pattern = get_pattern(cfg.pattern)
     specs = [cfg.agent_model(i) for i in range(len(pattern.roles))]
@@ -125,8 +121,6 @@ def saved_agents_present(cfg: Any, root: str | Path) -> bool:
 
 def load_saved_agents(cfg: Any, root: str | Path) -> dict[str, Any]:
     """The agents `save_agents` wrote under `root`; refuses ones saved for another model spec."""
-    from coral.policy.hf import HFPolicy
-
     root = Path(root)
     agents, loaded = {}, {}
     for i, role in enumerate(get_pattern(cfg.pattern).roles):

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from coral.config import UserInputError
 from coral.recursivemas.links import LINK_INITS
+from coral.recursivemas.patterns import get_pattern
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,6 @@ class RecursiveMASConfig:
 
     def _check_agent_models(self) -> None:
         """A spec is a non-empty string without spaces; at most one per role (more would be ignored)."""
-        from coral.recursivemas.patterns import get_pattern
-
         roles = get_pattern(self.pattern).roles
         if not 1 <= len(self.agent_models) <= len(roles):
             raise UserInputError(f"field 'agent_models': pattern {self.pattern!r} has {len(roles)} roles "

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from coral.benchmarks.records import parse_jsonl
 from coral.recursivemas.patterns import RECORD_FIELDS
 from coral.trajectory import Task
 
@@ -61,8 +62,6 @@ def benchmark_records(tasks: Sequence[Task]) -> list[Record]:
 
 def load_records(path: str | Path) -> list[Record]:
     """JSONL with string fields question, plan, refined_plan, answer (and optional id) per line."""
-    from coral.benchmarks.records import parse_jsonl
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"RecursiveMAS records file not found: {path}")

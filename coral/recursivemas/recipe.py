@@ -17,6 +17,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from coral.benchmarks import load_benchmark
 from coral.config import UserInputError, from_mapping
 from coral.evaluation import EvalConfig
 from coral.recursivemas.agents import (
@@ -33,6 +36,8 @@ from coral.recursivemas.patterns import get_pattern
 from coral.recursivemas.system import RecursiveMAS
 from coral.recursivemas.tools import SandboxTool
 from coral.recursivemas.train import TrainState, load_links, new_state, restore, train_links
+from coral.sandbox import Sandbox
+from coral.scale import ScaleOut
 from coral.train.loop import Run, check_resumable_config
 from coral.train.loop import new_state as new_trainer_state
 
@@ -65,8 +70,6 @@ def _eval_all(state: TrainState, records: Any, sandbox: Any, tag: str) -> dict[s
 def build_system(cfg: RecursiveMASConfig, agents: dict[str, Any], tool: Any = None) -> RecursiveMAS:
     """cfg.pattern's links on `agents`, initialised from cfg.seed (torch's global RNG is seeded here: its
     state after building or loading agents differs from process to process)."""
-    import torch
-
     torch.manual_seed(cfg.seed)
     return RecursiveMAS(get_pattern(cfg.pattern), agents, cfg.latent_steps, tool=tool,
                         gradient_checkpointing=cfg.outer.gradient_checkpointing, link_init=cfg.link_init)
@@ -83,8 +86,6 @@ def check_resumable(cfg: RecursiveMASConfig, run: Run) -> None:
 
 def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[str, float]:
     """Train the links of cfg.pattern's agents; returns the summary (also in out_dir/summary.json)."""
-    from coral.sandbox import Sandbox
-    from coral.scale import ScaleOut
 
     if not cfg.resume:
         shutil.rmtree(Path(cfg.out_dir) / "agents", ignore_errors=True)
@@ -138,16 +139,12 @@ def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = N
     wall_s = its batch's wall time / the batch's size) and returns accuracy, decoded tokens and wall time per
     sample. `bench` (e.g. "humaneval", first `limit` tasks) evaluates on that benchmark's tasks instead of
     the run's records `split`."""
-    from coral.sandbox import Sandbox
-
     rounds = rounds or cfg.rounds
     train, test = build_records(cfg)
     records = {"train": train, "test": test}.get(split)
     if records is None:
         raise UserInputError(f"split must be 'train' or 'test', got {split!r}")
     if bench is not None:
-        from coral.benchmarks import load_benchmark
-
         records = test = benchmark_records(load_benchmark(bench, limit=limit, seed=cfg.seed))
     path = Path(samples_path) if samples_path is not None else Path(cfg.out_dir) / f"eval_{workflow}_R{rounds}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)

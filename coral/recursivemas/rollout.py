@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from transformers import DynamicCache
 
 _MARKER = "⟦latent:{}⟧"
 _MARKER_RE = re.compile(r"⟦latent:([A-Za-z0-9_\-]+)⟧")
@@ -131,8 +132,6 @@ def forward_hidden(model: Any, embeds: Tensor, mask: Tensor, positions: Tensor, 
 
 
 def new_cache(model: Any) -> Any:
-    from transformers import DynamicCache
-
     return DynamicCache(config=model.config)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from coral.recursivemas.links import InnerLink, OuterLink, describe_links, init_links, shared_token_rows
 from coral.recursivemas.patterns import Pattern
@@ -126,8 +127,6 @@ class RecursiveMAS(nn.Module):
         (round, role) falls to its inputs and thoughts, for one extra forward pass each."""
         model, inner = self.agents[role].model, self.inner[role]
         if self.gradient_checkpointing and torch.is_grad_enabled():
-            from torch.utils.checkpoint import checkpoint
-
             return checkpoint(latent_rollout, model, inner, embedded, self.latent_steps, use_reentrant=False)
         return latent_rollout(model, inner, embedded, self.latent_steps)
 

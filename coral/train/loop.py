@@ -25,6 +25,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from coral.config import UserInputError
 from coral.train.checkpoints import TrainedAgent, latest_checkpoint, load_checkpoint, save_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class MetricsLog:
         self.path.write_text("".join(json.dumps(m) + "\n" for m in history))
         self.history: list[dict[str, float]] = list(history)
         try:
+            # lazy: tensorboard costs about a second to import, only a run that logs needs it
             from torch.utils.tensorboard import SummaryWriter
 
             self.tb = SummaryWriter(str(out_dir / "tb"))
@@ -139,8 +141,6 @@ def check_resumable_config(path: Path, config: Any, may_change: Sequence[str],
     (config.json) differs from `config` in a field outside `may_change`: a run resumed under other
     settings would mix two runs in one set of figures. Fields on one side only (added or removed by
     another coral version) are not compared; a missing `path` has nothing to compare."""
-    from coral.config import UserInputError
-
     if not path.is_file():
         return
     mine = flat_fields(json.loads(json.dumps(asdict(config) if is_dataclass(config) else dict(config))))

@@ -9,6 +9,7 @@ and does NOT train several policies at once (train/sft_parallel.py does).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import random
@@ -18,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from coral.benchmarks.records import parse_jsonl
 from coral.policy.base import Message, user
 
 
@@ -60,8 +63,6 @@ def code_block(code: str) -> str:
 
 def load_sft_jsonl(path: str | Path) -> list[SFTExample]:
     """JSONL lines with "completion" and either "messages" (chat) or "prompt" (one user message)."""
-    from coral.benchmarks.records import parse_jsonl
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"SFT data file not found: {path}")
@@ -147,8 +148,6 @@ def train_sft(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig = SFTC
 
 
 def _fingerprint(data: Sequence[tuple[list[int], list[int]]]) -> str:
-    import hashlib
-
     digest = hashlib.sha256()
     for prompt, completion in data:
         digest.update(repr((prompt, completion)).encode())
@@ -225,8 +224,6 @@ class ProgressBar:
     def __init__(self, enabled: bool, total: int, name: str, done: int = 0):
         self.p = None
         if enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
             self.p = Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
                               TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn())
             self.p.start()

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import ctypes
 import math
+import multiprocessing
 import os
+import queue as queue_module
 import signal
 import sys
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from coral.policy.hf import HFPolicy
 from coral.train.sft import (
     ProgressBar,
     SFTConfig,
@@ -51,8 +55,6 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
         for name, (policy, examples, cfg) in jobs.items():
             out[name] = train_sft(policy, examples, cfg, progress=progress, checkpoint=checkpoints.get(name))
         return out
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     workdir = Path(workdir)
     for name, (policy, _, _) in jobs.items():
@@ -79,7 +81,6 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
                 losses[name] = futures[name].result()
             except Exception as exc:
                 raise RuntimeError(f"SFT of {name!r} failed in its worker process: {exc}") from exc
-    from coral.policy.hf import HFPolicy
 
     for name, (policy, _, _) in jobs.items():
         trained = HFPolicy.load(workdir / "trained" / name)
@@ -92,8 +93,6 @@ def _show_progress(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
                    queue: Any, progress: bool) -> None:
     """One live display, a row per policy, fed by the workers' (name, loss, steps) messages until every
     worker has finished or failed."""
-    import queue as queue_module
-
     names = list(jobs)
     totals = {name: total_steps(len(ex), cfg) for name, (_, ex, cfg) in jobs.items()}
     bars = ProgressBar(progress, totals[names[0]], f"sft {names[0]}")
@@ -225,8 +224,6 @@ def _worker_start(parent: int, queue: Any) -> None:
 def _sft_worker(name: str, workdir: str, examples: list[SFTExample], cfg: SFTConfig, threads: int,
                 schedule: dict[int, int], checkpoint: Path | None = None) -> list[float]:
     """One trainer; `schedule` ({step: threads from then on}, `thread_schedule`) sets its thread count."""
-    from coral.policy.hf import HFPolicy
-
     queue = _PROGRESS
 
     torch.set_num_threads(schedule.get(0, threads))

@@ -144,7 +144,7 @@ def test_bad_config_values_name_the_field():
 
 
 def test_the_coder_can_have_its_own_sft_epochs_and_rl_updates_reach_the_learners(monkeypatch):
-    import coral.train.sft_parallel as sft
+    import coral.corecode.setup as sft  # the name setup.py calls
 
     seen = {}
     monkeypatch.setattr(sft, "train_sft_many", lambda jobs, work, **kw: seen.update(

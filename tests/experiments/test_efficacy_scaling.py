@@ -108,22 +108,22 @@ def test_a_smaller_budget_grows_the_first_nodes_of_the_larger_budgets_tree(algor
     assert len({t for tr in large for (_, _, t) in _shape(tr)[1:]}) > 1  # samples differ: streams are not shared
 
 
-def _summary(scaling, p1_base, p1_other):
+def _summary(scaling, p1_base, p1_other, monkeypatch):
     per_task = {"bon": {0: {4: {"pass@1": p1_base, "pass@n": p1_base}}},
                 "mcts": {0: {4: {"pass@1": p1_other, "pass@n": p1_other}}}}
-    scaling.BASELINE = "bon"
+    monkeypatch.setattr(scaling, "BASELINE", "bon")
     return scaling.summarise(per_task, [4])
 
 
-def test_summary_pairs_each_method_with_the_baseline_task_by_task(scaling):
-    s = _summary(scaling, {"a": 0.0, "b": 1.0, "c": 0.0, "d": 0.0}, {"a": 1.0, "b": 1.0, "c": 1.0, "d": 0.0})
+def test_summary_pairs_each_method_with_the_baseline_task_by_task(scaling, monkeypatch):
+    s = _summary(scaling, {"a": 0.0, "b": 1.0, "c": 0.0, "d": 0.0}, {"a": 1.0, "b": 1.0, "c": 1.0, "d": 0.0}, monkeypatch)
     assert s["bon"][4]["pass@1"]["mean"] == pytest.approx(0.25) and "change" not in s["bon"][4]["pass@1"]
     change = s["mcts"][4]["pass@1"]["change"]
     assert change["mean"] == pytest.approx(0.5) and (change["up"], change["down"]) == (2, 0)
 
 
-def test_the_plot_is_valid_svg_with_one_line_per_method_and_figure(scaling, load_experiment):
-    s = _summary(scaling, {"a": 0.0, "b": 1.0}, {"a": 1.0, "b": 1.0})
+def test_the_plot_is_valid_svg_with_one_line_per_method_and_figure(scaling, load_experiment, monkeypatch):
+    s = _summary(scaling, {"a": 0.0, "b": 1.0}, {"a": 1.0, "b": 1.0}, monkeypatch)
     svg = load_experiment("efficacy_plot").scaling_svg(s, [4], "title & more")
     root = ET.fromstring(svg)
     lines = [e for e in root.iter() if e.get("class") == "series"]

@@ -126,7 +126,7 @@ def test_a_tiny_mars2_study_chooses_lrs_on_validation_and_reports_every_variant(
     from coral.policy import tiny_policy
 
     tiny = [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(2)]
-    monkeypatch.setattr(sys.modules["mars2_compare"], "cached_cold_start", lambda cfg, train, sandbox, cache: tiny)
+    monkeypatch.setattr(sys.modules["experiments.mars2_compare"], "cached_cold_start", lambda cfg, train, sandbox, cache: tiny)
     md = tmp_path / "efficacy.md"
     fields = {"seeds": [0, 1], "rl_steps": 1, "lrs": [1e-4, 2e-4], "n_val_tasks": 2, "n_test_tasks": 2,
               "max_nodes_per_tree": 2, "tasks_per_step": 2, "n_train_tasks": 20, "max_new_tokens": 8,
@@ -175,7 +175,7 @@ def test_a_tiny_corecode_ablation_reports_every_variant_and_the_single_coder(tra
 
     from coral.policy import tiny_policy
 
-    monkeypatch.setattr(sys.modules["mars2_compare"], "cached_cold_start",
+    monkeypatch.setattr(sys.modules["experiments.mars2_compare"], "cached_cold_start",
                         lambda cfg, train, sandbox, cache: [tiny_policy(seed=0, d_model=32, n_layers=1)])
     md = tmp_path / "efficacy.md"
     tiny = {"n_train_tasks": 40, "d_model": 32, "n_layers": 1, "plans_per_task": 2, "codes_per_plan": 2,
@@ -199,7 +199,7 @@ def test_a_tiny_corecode_ablation_reports_every_variant_and_the_single_coder(tra
         raise AssertionError("a finished run was run again")
 
     for module, name in ((coral.corecode.recipe, "train_corecode"), (coral.mars2.recipe, "train_mars2"),
-                         (sys.modules["mars2_compare"], "cached_cold_start")):
+                         (sys.modules["experiments.mars2_compare"], "cached_cold_start")):
         monkeypatch.setattr(module, name, refuse)
     load_experiment("efficacy").main()
     again = json.loads((tmp_path / "out" / "corecode" / "results.json").read_text())["numbers"]["per_seed"]["0"]
@@ -251,7 +251,7 @@ def test_a_cached_cold_start_keeps_its_sft_checkpoints_in_its_cache_folder_until
     from coral.mars2.recipe import MARS2Config
     from coral.policy import tiny_policy
 
-    compare = sys.modules["mars2_compare"]
+    compare = sys.modules["experiments.mars2_compare"]
     seen = []
 
     def fake_cold_start(cfg, train, sandbox, progress=True, checkpoint_dir=None):
@@ -276,7 +276,7 @@ def test_a_cold_starts_name_changes_with_its_weights_not_only_its_config(trainin
     from coral.mars2.recipe import MARS2Config
     from coral.policy import tiny_policy
 
-    compare = sys.modules["mars2_compare"]
+    compare = sys.modules["experiments.mars2_compare"]
     trained = iter([0, 1])
     monkeypatch.setattr(compare, "cold_start", lambda cfg, train, sandbox, progress=True, checkpoint_dir=None: [
         tiny_policy(seed=next(trained), d_model=32, n_layers=1)])

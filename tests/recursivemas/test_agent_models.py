@@ -8,7 +8,6 @@ from dataclasses import asdict, replace
 
 import pytest
 import torch
-from tests.recursivemas.conftest import tiny_agent
 
 from coral.config import UserInputError, from_mapping
 from coral.policy.tiny import build_model
@@ -16,6 +15,7 @@ from coral.recursivemas.agents import AGENT_FILE, load_saved_agents
 from coral.recursivemas.config import ColdStartConfig, RecursiveMASConfig
 from coral.recursivemas.recipe import CONFIG_FILE, check_resumable, load_or_build_agents
 from coral.train.loop import Run
+from tests.recursivemas.conftest import tiny_agent
 
 RECORDS = [{"question": f"question {i}", "plan": f"plan {i}", "refined_plan": f"refined {i}", "answer": f"a{i}"}
            for i in range(4)]

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import torch
-from tests.recursivemas.conftest import tiny_agent
 
 from coral.recursivemas.latentmas import LatentMAS
 from coral.recursivemas.links import ridge_realignment
 from coral.recursivemas.patterns import PATTERNS
+from tests.recursivemas.conftest import tiny_agent
 
 
 def test_ridge_realignment_matches_hand_computed_solutions():

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 import torch
 from test_train import RECORDS
-from tests.recursivemas.conftest import tiny_agent
 
 from coral.recursivemas.agents import role_examples
 from coral.recursivemas.config import InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
@@ -21,6 +20,7 @@ from coral.recursivemas.train import new_state, train_links
 from coral.train.loop import Run
 from coral.train.loop import new_state as new_trainer_state
 from coral.train.sft import SFTConfig, train_sft
+from tests.recursivemas.conftest import tiny_agent
 
 
 @pytest.mark.timeout(3600)  # the suite's 300 s is too short on a loaded machine

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.recursivemas.conftest import tiny_agent
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
@@ -16,6 +15,7 @@ from coral.recursivemas.patterns import PATTERNS
 from coral.recursivemas.rollout import assemble, latent_rollout, latent_rollout_uncached, split_prompt
 from coral.recursivemas.system import RecursiveMAS, edge_key
 from coral.recursivemas.train import outer_loss
+from tests.recursivemas.conftest import tiny_agent
 
 CORPUS = ["def keep_even(xs): return [x for x in xs if x % 2 == 0]", "reverse the string s"] * 4
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.recursivemas.conftest import tiny_agent
 
 from coral.recursivemas.links import InnerLink
 from coral.recursivemas.rollout import (
@@ -16,6 +15,7 @@ from coral.recursivemas.rollout import (
     slot_marker,
     split_prompt,
 )
+from tests.recursivemas.conftest import tiny_agent
 
 
 def _prompts(agent, texts):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.recursivemas.conftest import tiny_agent
 
 from coral.policy.tiny import build_tokenizer
 from coral.recursivemas.config import InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
@@ -15,6 +14,7 @@ from coral.recursivemas.system import RecursiveMAS, edge_key
 from coral.recursivemas.train import load_links, new_state, outer_loss, outer_step, restore, train_links
 from coral.train.loop import Run
 from coral.train.loop import new_state as new_trainer_state
+from tests.recursivemas.conftest import tiny_agent
 
 RECORDS = [Record(str(i), q, p, p + "!", a) for i, (q, p, a) in
            enumerate([("sum xs", "add", "s+"), ("max xs", "top", "m!"), ("len xs", "count", "n#"), ("rev s", "flip", "r-")])]

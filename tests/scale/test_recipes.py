@@ -40,7 +40,9 @@ class TokenReward:
 
 @pytest.fixture
 def token_reward(monkeypatch):
+    import coral.corecode.recipe
     import coral.evaluation
+    import coral.mars2.recipe
     import coral.mars2.tree as tree
     import coral.workflows.chain as chain
 
@@ -58,10 +60,11 @@ def token_reward(monkeypatch):
         return trees
 
     monkeypatch.setattr(chain, "run_chain", chain_and_capture)
-    # coral.evaluation binds run_chain at import: patched there too (else an import made while the patch
-    # is on would keep the capturing function for the rest of the session)
+    # the evaluation and the recipes bind run_chain / search at import: patched where they call them
     monkeypatch.setattr(coral.evaluation, "run_chain", chain_and_capture)
+    monkeypatch.setattr(coral.corecode.recipe, "run_chain", chain_and_capture)
     monkeypatch.setattr(tree, "search", search_and_capture)
+    monkeypatch.setattr(coral.mars2.recipe, "search", search_and_capture)
     return reward
 
 
