@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from test_tree import InProcessSandbox, add_task, correct, half_right
+from scripted_tasks import InProcessSandbox, add_task, correct, half_right
 
 from coral.agents import make_agent
 from coral.mars2.tree import TreeConfig, search
