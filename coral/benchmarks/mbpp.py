@@ -8,6 +8,13 @@ Public tests: the first assert of `test_list` (the one shown in the prompt). Pri
 asserts of `test_list`; MBPP+, every base and plus input of the evalplus `test` field (split as in
 humaneval.py).
 
+What the program under test sees: the answer alone, as bigcode-evaluation-harness (answer + asserts)
+and EvalPlus (the answer's namespace, then calls) run it; `test_imports` are the tests' (test_setup).
+Base models (prompt style "completion") continue `completion_prompt`, the problem text and its first
+assert in a docstring (bigcode-evaluation-harness's MBPP prompt; EvalPlus's MBPP+ `prompt` field is the
+same form), and stop at COMPLETION_STOP (that harness's MBPP stop sequences); the program is then the
+docstring + completion.
+
 This module does NOT execute anything.
 """
 
@@ -21,6 +28,9 @@ from typing import Any
 from coral.benchmarks.humaneval import rename, split_check
 from coral.benchmarks.records import RecordError, require, where
 from coral.trajectory import Task, TestCase
+
+# bigcode-evaluation-harness's MBPP stop sequences (less InCoder's "\n<|/")
+COMPLETION_STOP = ("\nclass", "\nassert", '\n"""', "\nprint", "\nif", "\n```")
 
 
 def _defined_functions(code: str, at: str) -> list[ast.FunctionDef]:
@@ -87,6 +97,8 @@ def task_from_mbpp(rec: Mapping[str, Any], at: str) -> Task:
         reference=rec["code"],
         test_setup=setup,
         metadata={"source": "mbpp", "difficulty": "unrated"},
+        completion_prompt=f'"""\n{text}\n{tests[0]}\n"""\n',
+        completion_stop=COMPLETION_STOP,
     )
 
 
@@ -105,6 +117,9 @@ def task_from_mbpp_plus(rec: Mapping[str, Any], at: str) -> Task:
         reference=rec["code"],
         test_setup="\n".join(s for s in (imports, setup) if s),
         metadata={"source": "mbpp+", "difficulty": "unrated", "atol": rec.get("atol", 0)},
+        completion_prompt=str(rec["prompt"]) if str(rec["prompt"]).lstrip().startswith('"""')
+        else f'"""\n{text}\n{tests[0]}\n"""\n',
+        completion_stop=COMPLETION_STOP,
     )
 
 

@@ -21,7 +21,9 @@ def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None],
           ) -> list[tuple[ExecutionResult, ExecutionResult]]:
     """(public, private) results for each (task, code) pair, in one parallel sandbox batch.
 
-    Public and private tests run in one job per code; results are split back by position.
+    The program run is `task.program(code)`: the answer with what the benchmark's harness puts before it
+    (HumanEval: the prompt). Public and private tests run in one job per code; results are split back by
+    position.
     """
     from coral.sandbox import Job
 
@@ -30,7 +32,7 @@ def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None],
     jobs, where = [], []
     for i, (task, code) in enumerate(zip(tasks, codes, strict=True)):
         if code is not None and code.strip():
-            jobs.append(Job(code=code, tests=task.public_tests + task.private_tests,
+            jobs.append(Job(code=task.program(code), tests=task.public_tests + task.private_tests,
                             entry_point=task.entry_point, test_setup=task.test_setup))
             where.append(i)
     results = sandbox.run_many(jobs) if jobs else []
