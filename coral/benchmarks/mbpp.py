@@ -12,8 +12,8 @@ What the program under test sees: the answer alone, as bigcode-evaluation-harnes
 and EvalPlus (the answer's namespace, then calls) run it; `test_imports` are the tests' (test_setup).
 Base models (prompt style "completion") continue `completion_prompt`, the problem text and its first
 assert in a docstring (bigcode-evaluation-harness's MBPP prompt; EvalPlus's MBPP+ `prompt` field is the
-same form), and stop at COMPLETION_STOP (that harness's MBPP stop sequences); the program is then the
-docstring + completion.
+same form), sent stripped of surrounding whitespace like HumanEval's, and stop at COMPLETION_STOP (that
+harness's MBPP stop sequences); the program is then the docstring + completion.
 
 This module does NOT execute anything.
 """
