@@ -97,7 +97,8 @@ def extract_code(text: str, entry_point: str = "") -> Parsed:
 def _body(code: str, entry_point: str) -> str | None:
     """`code` as the body of the prompt's function, when it starts indented, does not define the entry
     point and parses as a body (after trimming trailing prose); else None."""
-    code = code.replace("\r\n", "\n").lstrip("\n")
+    lines = code.replace("\r\n", "\n").split("\n")
+    code = "\n".join(lines[next((i for i, line in enumerate(lines) if line.strip()), 0):])  # no leading blank lines
     if not _is_body(code) or _defines(code, entry_point):
         return None
     body = _trim_to_compilable(code, body=True)

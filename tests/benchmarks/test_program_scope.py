@@ -49,9 +49,15 @@ def test_the_humaneval_completion_prompt_is_the_stripped_prompt_with_bigcodes_st
     assert "\ndef" in task.completion_stop and "\nif" in task.completion_stop
 
 
-def test_an_mbpp_answer_runs_alone_and_its_base_prompt_is_a_docstring_with_the_first_assert():
+def test_an_mbpp_answer_runs_with_the_releases_test_imports_and_an_mbpp_plus_answer_alone():
+    volume = {name: load_benchmark(f"{name}:{FIXTURES / file}")[-1]
+              for name, file in (("mbpp", "sanitized-mbpp.json"), ("mbpp+", "MbppPlus.jsonl"))}
+    assert volume["mbpp"].program("x = 1\n") == "import math\nx = 1\n"
+    assert volume["mbpp+"].program("x = 1\n") == "x = 1\n"
+
+
+def test_an_mbpp_base_prompt_is_a_docstring_with_the_first_assert():
     for name, file in (("mbpp", "sanitized-mbpp.json"), ("mbpp+", "MbppPlus.jsonl")):
         task = load_benchmark(f"{name}:{FIXTURES / file}")[0]
-        assert task.program("x = 1\n") == "x = 1\n"
         assert task.completion_prompt.startswith('"""\n') and task.completion_prompt.endswith('"""\n')
         assert "assert " in task.completion_prompt and "\nassert" in task.completion_stop
