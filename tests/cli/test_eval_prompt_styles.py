@@ -75,3 +75,17 @@ def tiny_policy_small():
     from coral.policy.tiny import tiny_policy
 
     return tiny_policy(seed=0, d_model=32, n_layers=1, n_heads=2, max_len=128)
+
+
+def test_program_context_answer_runs_the_reply_alone_as_evalplus_runs_a_chat_reply(tmp_path):
+    from coral.benchmarks import load_benchmark
+
+    task = load_benchmark("humaneval", limit=1)[0]  # has_close_elements(numbers: List[float], ...)
+    function = task.prompt[task.prompt.index("def "):] + task.reference[len(task.prompt):]
+    (tmp_path / "r.json").write_text(json.dumps({task.prompt.strip(): f"```python\n{function}```"}))
+    passed = {}
+    for context in ("harness", "answer"):
+        cfg = EvalConfig(bench="humaneval", limit=1, workflow="single", model=f"scripted:{tmp_path / 'r.json'}",
+                         prompt_style="chat", program_context=context, out_dir=str(tmp_path / context))
+        passed[context] = run_eval(cfg, progress=False)["pass@1"]
+    assert passed == {"harness": 1.0, "answer": 0.0}  # `List` comes from the prompt's import only
