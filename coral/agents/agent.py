@@ -71,6 +71,18 @@ TEMPLATES: dict[str, PromptTemplate] = {
 ROLE_PARSERS = {"planner": "plan", "retriever": "text", "coder": "code", "debugger": "code",
                 "refiner": "code", "solver": "code"}
 
+# The prompt styles of `coral eval` for real models (the short TEMPLATES above are for the tiny ones):
+# "chat", an instruct prompt in the form instruct models' published HumanEval/MBPP numbers use
+# (EvalPlus's: an instruction, the problem in a fence, the answer expected in a python block; our own
+# wording), and "completion", the benchmark's own prompt sent as it is for a base model to continue.
+INSTRUCT = "Write a self-contained Python solution (with the imports it needs) to the problem below, in one " \
+           "```python code block.\n```\n{problem}\n```"
+PROMPT_STYLES: dict[str, dict[str, PromptTemplate]] = {
+    "chat": {"solver": PromptTemplate(user=INSTRUCT),
+             "coder": PromptTemplate(user=INSTRUCT + "\nFollow this plan:\n{plan}")},
+    "completion": {"solver": PromptTemplate(user="{problem}")},
+}
+
 
 @dataclass
 class Agent:
@@ -134,12 +146,12 @@ class Agent:
 
 def make_agent(role: str, policy: Policy, *, agent_id: str | None = None,
                sampling: SamplingParams | None = None, template: PromptTemplate | None = None,
-               trainable: bool = True) -> Agent:
-    """An agent with the default template and parser of its role."""
+               trainable: bool = True, parser: str | None = None) -> Agent:
+    """An agent with the default template and parser of its role (`parser` names another in PARSERS)."""
     if role not in TEMPLATES and template is None:
         raise ValueError(f"unknown agent role {role!r}; known roles: {sorted(TEMPLATES)}")
     return Agent(
         id=agent_id or role, role=role, policy=policy,
-        template=template or TEMPLATES[role], parser=PARSERS[ROLE_PARSERS.get(role, "text")],
+        template=template or TEMPLATES[role], parser=PARSERS[parser or ROLE_PARSERS.get(role, "text")],
         sampling=sampling or SamplingParams(), trainable=trainable,
     )

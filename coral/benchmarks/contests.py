@@ -3,13 +3,19 @@
 APPS records: problem_id, question, solutions (JSON string), input_output (JSON string {inputs,
 outputs, fn_name?}), difficulty, url, starter_code. Without fn_name the tests are stdio; with it they
 call the function (or `Solution().<fn_name>` when the starter code has a class) and compare as APPS
-does: tuples count as lists, and an expected `[x]` also accepts `x`. APPS has no public/private split:
-public = the first test, private = all tests. A record without tests is rejected.
+does: tuples count as lists, an expected `[x]` also accepts `x`, a list of tuples counts as a list of
+lists, and a first argument (or expected value) that is a JSON object gets its keys back as ints. APPS
+has no public/private split: public = the first test, private = all tests. A record without tests is
+rejected. As APPS's testing_util: its import header goes before every program (program_prefix), and
+stdio outputs compare by its cascade of rules (output_match "apps"). Differences, named: APPS wraps a
+stdio program into a function, so an `if __name__ == "__main__":` block never runs there and does here;
+APPS chooses `Solution()` from the answer's text, coral from the starter code.
 
 CodeContests records: name, description, public_tests / private_tests / generated_tests ({input: [...],
 output: [...]}), solutions ({language: [...], solution: [...]}), difficulty, time_limit, memory_limit_bytes,
 ... Public = public_tests; private = public + private + generated tests. The reference is the first
-Python 3 solution, if any.
+Python 3 solution, if any. As its tester: the program runs as it is, outputs compare by whitespace
+tokens with number tolerance (output_match "codecontests").
 
 This module does NOT execute anything.
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from coral.benchmarks.outputs import APPS_HEADER
 from coral.benchmarks.records import RecordError, json_field, require, where
 from coral.trajectory import Task, TestCase
 
@@ -28,7 +35,10 @@ APPS_MATCH = '''def _apps_match(got, expected):
         got = list(got)
     if got == expected:
         return True
-    return isinstance(expected, list) and len(expected) > 0 and got == expected[0]'''
+    if isinstance(expected, list) and len(expected) > 0 and got == expected[0]:
+        return True
+    return (isinstance(got, list) and len(got) > 0 and isinstance(got[0], tuple) and isinstance(expected, list)
+            and len(expected) > 0 and [list(x) for x in got] == expected[0])'''
 PYTHON3 = (3, "PYTHON3", "python3")
 
 
@@ -50,8 +60,28 @@ def _apps_tests(io: Mapping[str, Any], starter: str, at: str) -> tuple[list[Test
     for args, expected in zip(inputs, outputs, strict=True):
         if not isinstance(args, list):
             raise RecordError(f"{at}: call-based input must be a list of arguments, got {args!r:.60}")
+        args, expected = _int_keys_first(args), _int_keys_first(_int_keys(expected))
         cases.append(TestCase(kind="assert", code=f"assert _apps_match({call}(*{args!r}), {expected!r})"))
     return cases, "Solution" if "class Solution" in starter else str(fn)
+
+
+def _int_keys(value: Any) -> Any:
+    """A JSON object's keys as ints, as APPS turns them back (JSON keeps only string keys); unchanged when
+    a key is not an int."""
+    if not isinstance(value, dict):
+        return value
+    try:
+        return [{int(k): v for k, v in value.items()}]  # APPS wraps the converted object in a list
+    except ValueError:
+        return value
+
+
+def _int_keys_first(values: Any) -> Any:
+    """`values` with its first item's keys as ints when it is a JSON object (APPS does it to arguments)."""
+    if isinstance(values, list) and values and isinstance(values[0], dict):
+        converted = _int_keys(values[0])
+        return converted if converted is not values[0] else values
+    return values
 
 
 def task_from_apps(rec: Mapping[str, Any], at: str) -> Task:
@@ -72,6 +102,8 @@ def task_from_apps(rec: Mapping[str, Any], at: str) -> Task:
         reference=solutions[0] if isinstance(solutions, list) and solutions else None,
         test_setup=APPS_MATCH if entry else "",
         metadata={"source": "apps", "difficulty": str(rec.get("difficulty", "unrated")), "url": rec.get("url")},
+        program_prefix=APPS_HEADER,
+        output_match="apps",
     )
 
 
@@ -112,6 +144,7 @@ def task_from_codecontests(rec: Mapping[str, Any], at: str) -> Task:
             "time_limit_s": (limit.get("seconds") or 0) + (limit.get("nanos") or 0) / 1e9 if limit else None,
             "memory_limit_mb": memory / 2**20 if memory else None,
         },
+        output_match="codecontests",
     )
 
 

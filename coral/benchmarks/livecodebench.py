@@ -7,6 +7,15 @@ Test cases are a JSON string of [{input, output, testtype}]. testtype "stdin" be
 `Solution` class of the starter code, args are the JSON lines of `input`, and `metadata` names func_name.
 Public tests: `public_test_cases`. Private tests: public + private test cases.
 
+As LiveCodeBench's runner (lcb_runner/evaluation/testing_util.py): its import header goes before every
+program (program_prefix); a functional result that is a tuple counts as the list it holds, then must
+equal the expected value; stdio outputs compare as its grade_stdio does (output_match "livecodebench").
+Differences, named: the runner wraps a stdio program into a function and calls it with stdin patched,
+coral runs it as the main script of a process (the same output, but for programs whose `global`
+statements the wrapping breaks); the runner picks `Solution().<func_name>` when the answer's text holds
+"class Solution", else a module-level function of that name, coral always the class (the prompt's
+starter code).
+
 The release compresses `private_test_cases` as base64(zlib(pickle(json string))). Unpickling is
 dangerous (a pickle can run code), so it is done only when the caller says the file is a local file the
 user gave (`allow_pickle=True`), and even then with an unpickler that refuses every global, which is
@@ -25,6 +34,7 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
+from coral.benchmarks.outputs import LIVECODEBENCH_HEADER
 from coral.benchmarks.records import RecordError, json_field, require, where
 from coral.trajectory import Task, TestCase
 
@@ -70,7 +80,11 @@ def _functional_case(case: Mapping[str, Any], func: str, at: str) -> TestCase:
         expected = json.loads(case["output"])
     except (json.JSONDecodeError, KeyError) as e:
         raise RecordError(f"{at}: functional test case is not JSON lines + JSON output: {e}") from None
-    return TestCase(kind="assert", code=f"assert candidate().{func}(*{args!r}) == {expected!r}")
+    return TestCase(kind="assert", code=f"assert _lcb_equal(candidate().{func}(*{args!r}), {expected!r})")
+
+
+LCB_EQUAL = """def _lcb_equal(got, expected):
+    return (list(got) if isinstance(got, tuple) else got) == expected"""
 
 
 def _cases(raw: Any, rec: Mapping[str, Any], at: str) -> tuple[list[TestCase], str]:
@@ -105,6 +119,9 @@ def task_from_livecodebench(rec: Mapping[str, Any], at: str, allow_pickle: bool)
         entry_point="Solution" if functional else "",
         public_tests=tuple(public),
         private_tests=tuple(public + private),
+        test_setup=LCB_EQUAL if functional else "",
+        program_prefix=LIVECODEBENCH_HEADER,
+        output_match="livecodebench",
         metadata={"source": "livecodebench", "difficulty": str(rec["difficulty"]),
                   "platform": rec.get("platform"), "contest_id": rec.get("contest_id"),
                   "contest_date": str(rec.get("contest_date"))},

@@ -8,6 +8,17 @@ Public tests: the first assert of `test_list` (the one shown in the prompt). Pri
 asserts of `test_list`; MBPP+, every base and plus input of the evalplus `test` field (split as in
 humaneval.py).
 
+What the program under test sees. MBPP: the answer and the release's `test_imports` / `test_setup_code`
+in one namespace, as the release's tests are one program (answer, setup, asserts: sanitized MBPP's
+`assert math.isclose(...)` needs its `import math` there); coral runs the setup before the answer
+(test_setup repeats it for the judge). bigcode-evaluation-harness runs answer + asserts without the
+setup, so there an answer that does not import what an assert uses fails. MBPP+: the answer alone, as
+EvalPlus runs it (exec of the answer, then calls of the entry point).
+Base models (prompt style "completion") continue `completion_prompt`, the problem text and its first
+assert in a docstring (bigcode-evaluation-harness's MBPP prompt; EvalPlus's MBPP+ `prompt` field is the
+same form), sent stripped of surrounding whitespace like HumanEval's, and stop at COMPLETION_STOP (that
+harness's MBPP stop sequences); the program is then the docstring + completion.
+
 This module does NOT execute anything.
 """
 
@@ -21,6 +32,9 @@ from typing import Any
 from coral.benchmarks.humaneval import rename, split_check
 from coral.benchmarks.records import RecordError, require, where
 from coral.trajectory import Task, TestCase
+
+# bigcode-evaluation-harness's MBPP stop sequences (less InCoder's "\n<|/")
+COMPLETION_STOP = ("\nclass", "\nassert", '\n"""', "\nprint", "\nif", "\n```")
 
 
 def _defined_functions(code: str, at: str) -> list[ast.FunctionDef]:
@@ -87,6 +101,9 @@ def task_from_mbpp(rec: Mapping[str, Any], at: str) -> Task:
         reference=rec["code"],
         test_setup=setup,
         metadata={"source": "mbpp", "difficulty": "unrated"},
+        program_prefix=setup + "\n" if setup else "",
+        completion_prompt=f'"""\n{text}\n{tests[0]}\n"""\n',
+        completion_stop=COMPLETION_STOP,
     )
 
 
@@ -105,6 +122,9 @@ def task_from_mbpp_plus(rec: Mapping[str, Any], at: str) -> Task:
         reference=rec["code"],
         test_setup="\n".join(s for s in (imports, setup) if s),
         metadata={"source": "mbpp+", "difficulty": "unrated", "atol": rec.get("atol", 0)},
+        completion_prompt=str(rec["prompt"]) if str(rec["prompt"]).lstrip().startswith('"""')
+        else f'"""\n{text}\n{tests[0]}\n"""\n',
+        completion_stop=COMPLETION_STOP,
     )
 
 

@@ -6,7 +6,8 @@
     "tiny:<dir>" or "<dir>"         a saved HF model + tokenizer directory (HFPolicy.save / save_pretrained)
     "<org>/<name>"                  a hub model via from_pretrained (fails clearly when offline)
     "openai:<base_url>[#model]"     an OpenAI-compatible server, e.g. "openai:http://127.0.0.1:8000/v1#qwen"
-    "scripted:<file.json>"          a ScriptedPolicy replying with a JSON list of strings, in order, cycled
+    "scripted:<file.json>"          a ScriptedPolicy replying with a JSON list of strings, in order, cycled, or
+                                    with an object {text: reply} (the reply of the longest key in the prompt)
     "vllm:<dir or hub name>"        an in-process vLLM engine (optional extra)
 Remaining keyword arguments go to the policy's constructor.
 
@@ -16,7 +17,6 @@ conversions are cached on disk by gguf.py, the policies built from them are not)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -80,18 +80,9 @@ def _load_openai(target: str, **kwargs: Any) -> Policy:
 
 
 def _load_scripted(file: str, **kwargs: Any) -> Policy:
-    from coral.policy.scripted import ScriptedPolicy
+    from coral.policy.scripted import scripted_from_file
 
-    path = Path(file).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"scripted replies file does not exist: {file}")
-    try:
-        replies = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise UserInputError(f"scripted replies file {file} is not valid JSON: {error}") from error
-    if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
-        raise UserInputError(f"scripted replies file {file} must hold a JSON list of strings")
-    return ScriptedPolicy(replies, **kwargs)
+    return scripted_from_file(file, **kwargs)
 
 
 def _load_gguf(spec: str, **kwargs: Any) -> Policy:

@@ -7,7 +7,8 @@ attempts; other HTTP errors fail at once. Failures raise one-line errors that na
 `usage` accumulates prompt/completion tokens, requests and retries over the policy's life.
 
 Endpoints: "chat" (/chat/completions, the server applies its chat template) or "completions"
-(/completions, the chat is rendered here by `render`, ChatML by default).
+(/completions, the chat is rendered here by `render`: ChatML by default, or `render_raw`, the last
+message's text as it is, for base-model prompts).
 With `logprobs=True` the server's per-token logprobs are returned when it provides them.
 
 This module does NOT return token ids (the API has none: `prompt_ids` and `completion_ids` are
@@ -33,6 +34,11 @@ def render_chatml(messages: Sequence[Message]) -> str:
     """The chat as ChatML text ending with the assistant header (same as hf.DEFAULT_CHAT_TEMPLATE)."""
     turns = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
     return turns + "<|im_start|>assistant\n"
+
+
+def render_raw(messages: Sequence[Message]) -> str:
+    """The last message's text as it is, no chat template (a base model's prompt)."""
+    return messages[-1]["content"] if messages else ""
 
 
 class OpenAIPolicy:

@@ -7,6 +7,7 @@ Does NOT decide rewards: a workflow records verdicts, the trainer turns them int
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from coral.trajectory import ExecutionResult, Task, TestResult
@@ -21,7 +22,10 @@ def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None],
           ) -> list[tuple[ExecutionResult, ExecutionResult]]:
     """(public, private) results for each (task, code) pair, in one parallel sandbox batch.
 
-    Public and private tests run in one job per code; results are split back by position.
+    The program run is `task.program(code)`: the answer with what the benchmark's harness puts before it
+    (HumanEval: the prompt). Stdio outputs the sandbox fails are compared again by the benchmark's own rule
+    (`task.output_match`, coral.benchmarks.outputs). Public and private tests run in one job per code;
+    results are split back by position.
     """
     from coral.sandbox import Job
 
@@ -30,10 +34,12 @@ def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None],
     jobs, where = [], []
     for i, (task, code) in enumerate(zip(tasks, codes, strict=True)):
         if code is not None and code.strip():
-            jobs.append(Job(code=code, tests=task.public_tests + task.private_tests,
-                            entry_point=task.entry_point, test_setup=task.test_setup))
+            tests = task.public_tests + task.private_tests
+            jobs.append(Job(code=task.program(code), tests=tests, entry_point=task.entry_point,
+                            test_setup=task.test_setup, keep_output=_rejudges(task)))
             where.append(i)
-    results = sandbox.run_many(jobs) if jobs else []
+    results = [_rejudged(tasks[i], res) if _rejudges(tasks[i]) else res
+               for i, res in zip(where, sandbox.run_many(jobs) if jobs else [], strict=True)]
     out: list[tuple[ExecutionResult, ExecutionResult]] = [
         (unrunnable(len(t.public_tests), "no code"), unrunnable(len(t.private_tests), "no code")) for t in tasks
     ]
@@ -41,6 +47,30 @@ def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None],
         n_pub = len(tasks[i].public_tests)
         out[i] = (ExecutionResult(res.tests[:n_pub], res.error), ExecutionResult(res.tests[n_pub:], res.error))
     return out
+
+
+def _rejudges(task: Task) -> bool:
+    return task.output_match != "lines" and any(t.kind == "stdio" for t in task.all_tests)
+
+
+def stdout_of(output: str) -> str:
+    """The program's stdout in a TestResult.output, which the sandbox writes as stdout, then (when the
+    program wrote to stderr) "\n[stderr]\n" and stderr's tail."""
+    return output.split("\n[stderr]\n", 1)[0]
+
+
+def _rejudged(task: Task, result: ExecutionResult) -> ExecutionResult:
+    """`result` with each failed stdio test judged again by the task's output rule; outputs dropped (they
+    were kept for this comparison only)."""
+    from coral.benchmarks.outputs import OUTPUT_MATCHES
+
+    match = OUTPUT_MATCHES[task.output_match]
+    tests = []
+    for case, test in zip(task.public_tests + task.private_tests, result.tests, strict=True):
+        if case.kind == "stdio" and test.verdict == "fail" and match(stdout_of(test.output), case.expected_stdout):
+            test = replace(test, verdict="pass", message="")
+        tests.append(replace(test, output=""))
+    return ExecutionResult(tuple(tests), result.error)
 
 
 def task_keys(tasks: Sequence[Task]) -> list[str]:

@@ -1,4 +1,4 @@
-from coral.agents.parsers import extract_code, extract_plan, extract_text
+from coral.agents.parsers import Parsed, extract_code, extract_plan, extract_text
 
 
 def test_fenced_python_block_is_extracted():
@@ -76,3 +76,16 @@ def test_parsing_code_with_syntax_warnings_emits_none():
         parsed = extract_code("```python\ndef f(x):\n    return 1if x else 2\n```", "f")
     assert parsed.value == "def f(x):\n    return 1if x else 2"
     assert not [w for w in caught if issubclass(w.category, SyntaxWarning)]
+
+
+def test_a_body_that_continues_the_prompts_function_is_kept_with_its_indentation():
+    parsed = extract_code("    total = sum(xs)\n    return total\n", "f")
+    assert parsed == Parsed("    total = sum(xs)\n    return total\n")
+    # indented prose is no body: the definition after it is the code
+    assert extract_code("  Here it is:\ndef f(x):\n    return 1\n", "f") == Parsed("def f(x):\n    return 1")
+
+
+def test_a_fenced_body_and_a_body_followed_by_prose_are_bodies_too():
+    assert extract_code("```python\n    return x\n```", "f") == Parsed("    return x\n")
+    assert extract_code("\n    return x + 1\nThis adds one.", "f") == Parsed("    return x + 1\n")
+

@@ -33,13 +33,13 @@ def _stdio_passes(code: str, case: TestCase) -> bool:
 
 
 def run_trusted(task: Task, code: str, tests: tuple[TestCase, ...] | None = None) -> list[bool]:
-    """Per-test pass/fail of trusted `code` on `tests` (default: the private tests)."""
+    """Per-test pass/fail of trusted `code` (run as the task's program) on `tests` (default: the private tests)."""
     tests = task.private_tests if tests is None else tests
     if task.io_style == "stdio":
-        return [_stdio_passes(code, t) for t in tests]
+        return [_stdio_passes(task.program(code), t) for t in tests]
     namespace: dict = {"__name__": "__candidate__"}
     try:
-        exec(code, namespace)
+        exec(task.program(code), namespace)
         exec(task.test_setup, namespace)
         namespace["candidate"] = namespace[task.entry_point]
     except Exception:

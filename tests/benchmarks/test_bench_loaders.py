@@ -138,7 +138,7 @@ def test_livecodebench_functional_tests_call_the_solution_method_and_stdio_tests
     stdin_task, leetcode, _ = load_benchmark(str(FIXTURES / "livecodebench.jsonl"))
     assert stdin_task.entry_point == "" and stdin_task.private_tests[0].kind == "stdio"
     assert leetcode.entry_point == "Solution"
-    assert leetcode.private_tests[0].code == "assert candidate().countEven(*[[12, 345, 2, 6, 7896]]) == 2"
+    assert leetcode.private_tests[0].code == "assert _lcb_equal(candidate().countEven(*[[12, 345, 2, 6, 7896]]), 2)"
     solution = "class Solution:\n    def countEven(self, nums):\n        return sum(len(str(x)) % 2 == 0 for x in nums)\n"
     assert all(run_trusted(leetcode, solution))
 

@@ -23,8 +23,9 @@ def tiny():
 class FakeServer:
     """An OpenAI-compatible server on 127.0.0.1 that echoes the last message word by word.
 
-    Knobs: `fail_first` requests answer `fail_status`; every request sleeps `delay_s`.
-    Records: total `requests`, `max_active` simultaneous requests, `bodies` received."""
+    Knobs: `fail_first` requests answer `fail_status`; every request sleeps `delay_s`; `complete`, when set,
+    is a function of the prompt whose text replaces the echo.
+    Records: total `requests`, `max_active` simultaneous requests, `bodies` and `paths` received."""
 
     def __init__(self) -> None:
         self.fail_first = 0
@@ -34,6 +35,8 @@ class FakeServer:
         self.active = 0
         self.max_active = 0
         self.bodies: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self.complete: Any = None
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
@@ -43,6 +46,7 @@ class FakeServer:
         with self.lock:
             self.requests += 1
             self.bodies.append(body)
+            self.paths.append(path)
             failing = self.requests <= self.fail_first
             self.active += 1
             self.max_active = max(self.max_active, self.active)
@@ -50,18 +54,18 @@ class FakeServer:
             time.sleep(self.delay_s)
             if failing:
                 return self.fail_status, {"error": {"message": "injected failure", "type": "server_error"}}
-            return 200, _reply(path, body)
+            return 200, _reply(path, body, self.complete)
         finally:
             with self.lock:
                 self.active -= 1
 
 
-def _reply(path: str, body: dict[str, Any]) -> dict[str, Any]:
+def _reply(path: str, body: dict[str, Any], complete: Any = None) -> dict[str, Any]:
     prompt = body["messages"][-1]["content"] if path.endswith("chat/completions") else body["prompt"]
     words = ("echo " + prompt).split()
     finish = "length" if len(words) > body.get("max_tokens", 16) else "stop"
     words = words[: body.get("max_tokens", 16)]
-    text = " ".join(words)
+    text = " ".join(words) if complete is None else complete(prompt)
     for stop in body.get("stop") or []:
         if stop in text:
             text, finish = text[: text.index(stop)], "stop"

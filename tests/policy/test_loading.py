@@ -64,7 +64,7 @@ def test_scripted_spec_reads_a_json_list(tmp_path):
 
 def test_scripted_spec_with_a_non_list_is_named(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps({"a": 1}))
-    with pytest.raises(ValueError, match="r.json must hold a JSON list of strings"):
+    with pytest.raises(ValueError, match="r.json must hold a JSON list of strings or an object"):
         load_policy(f"scripted:{tmp_path / 'r.json'}")
 
 

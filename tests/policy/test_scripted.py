@@ -37,3 +37,21 @@ def test_calls_are_recorded():
     policy = ScriptedPolicy(["a"])
     ask(policy, "first")
     assert policy.calls == [user("first")]
+
+
+def test_replies_by_text_answer_each_prompt_with_the_reply_of_the_longest_key_it_contains():
+    policy = ScriptedPolicy({"def add(": "add's reply", "def add(a, b, c)": "add3's reply"})
+    assert ask(policy, "Complete:\ndef add(a, b):").text == "add's reply"
+    assert ask(policy, "Complete:\ndef add(a, b, c):").text == "add3's reply"
+    with pytest.raises(LookupError, match="no scripted reply for a prompt starting 'def sub"):
+        ask(policy, "def sub(a, b):")
+
+
+def test_a_scripted_file_holding_an_object_replies_by_text(tmp_path):
+    import json
+
+    from coral.policy import load_policy
+
+    (tmp_path / "r.json").write_text(json.dumps({"task one": "1", "task two": "2"}))
+    policy = load_policy(f"scripted:{tmp_path / 'r.json'}")
+    assert [ask(policy, f"please solve {t}").text for t in ("task two", "task one")] == ["2", "1"]

