@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coral.scale.actors import ActorGroup, import_ray, split
+from coral.scale.actors import CALL_TIMEOUT_S, START_TIMEOUT_S, ActorGroup, import_ray, split
 from coral.trajectory import ExecutionResult, TestCase
 
 SANDBOX_FIELDS = ("workers", "timeout_s", "memory_mb", "cache", "allow_subprocess", "require_isolation", "hidden_paths")
@@ -43,9 +43,11 @@ class SandboxWorker:
 
 
 class RaySandbox:
-    """Sandbox's public methods (`run`, `run_many`, `close`, a context manager) over Ray actors."""
+    """Sandbox's public methods (`run`, `run_many`, `close`, a context manager) over Ray actors.
+    `start_timeout_s` and `call_timeout_s` bound an actor's start and one shard of jobs (see actors.py)."""
 
     def __init__(self, actors: int = 1, *, max_retries: int = 2, cpus_per_actor: float = 1.0,
+                 start_timeout_s: float = START_TIMEOUT_S, call_timeout_s: float = CALL_TIMEOUT_S,
                  **sandbox_kwargs: Any) -> None:
         unknown = sorted(set(sandbox_kwargs) - set(SANDBOX_FIELDS))
         if unknown:
@@ -55,7 +57,8 @@ class RaySandbox:
         Sandbox(**sandbox_kwargs).close()  # bad settings fail here, in the driver, with Sandbox's message
         self.sandbox_kwargs = dict(sandbox_kwargs)
         self.group = ActorGroup("sandbox", SandboxWorker, lambda: (self.sandbox_kwargs,), actors,
-                                max_retries=max_retries, num_cpus=cpus_per_actor)
+                                max_retries=max_retries, num_cpus=cpus_per_actor,
+                                start_timeout_s=start_timeout_s, call_timeout_s=call_timeout_s)
 
     @classmethod
     def like(cls, sandbox: Any, actors: int = 1, **kwargs: Any) -> RaySandbox:

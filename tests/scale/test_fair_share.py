@@ -52,7 +52,7 @@ def test_a_closed_group_returns_only_once_its_cpus_are_free_again():
 
     ray = SlowReleaseRay(total=2.0, polls_to_release=5)
     group = ActorGroup.__new__(ActorGroup)
-    group.ray, group.actors, group.held = ray, ["a", "b", "c"], {"CPU": 1.5, "GPU": 0.0}
+    group.ray, group.actors, group.each = ray, ["a", "b", "c"], {"CPU": 0.5, "GPU": 0.0}
     ray.free = 0.5
     group.close()
     assert ray.available_resources()["CPU"] == 2.0 and ray.killed == 0

@@ -1,0 +1,85 @@
+"""Every wait on Ray has a bound, and what fails midway leaves no actor behind: a dead actor with no room
+for its replacement (a lost node), a shard that never returns, an actor that fails to start."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from coral.policy import ScriptedPolicy
+from coral.policy.base import GenerationRequest, user
+from coral.scale import ActorLostError, RayPolicy, RaySandbox
+from coral.scale.actors import ActorGroup
+from coral.scale.rollout import RolloutWorker
+
+
+def free_cpus(ray) -> float:
+    return ray.available_resources().get("CPU", 0.0)
+
+
+def back_to(ray, cpus: float, timeout_s: float = 30.0) -> bool:
+    """Whether the free CPUs are back to `cpus` within `timeout_s` (Ray frees a killed actor's late)."""
+    deadline = time.monotonic() + timeout_s
+    while free_cpus(ray) < cpus - 1e-9:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def kill_dead(ray, actor, timeout_s: float = 60.0) -> None:
+    ray.kill(actor, no_restart=True)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(actor.__ray_ready__.remote(), timeout=timeout_s)
+
+
+@pytest.mark.timeout(120, method="thread")  # before the room check the replacement stayed pending and generate never returned
+def test_a_dead_actor_with_no_room_for_its_replacement_fails_the_call_naming_the_cpus(ray_cluster, monkeypatch):
+    import coral.scale.actors as actors
+
+    monkeypatch.setattr(actors, "ROOM_WAIT_S", 1.0)
+    cpus = round(free_cpus(ray_cluster), 4)  # every free CPU, as the default share leaves after a node loss
+    policy = RayPolicy(ScriptedPolicy(["x"]), 1, cpus_per_worker=cpus)
+    squatter = None
+    try:
+        kill_dead(ray_cluster, policy.group.actors[0])
+        # another client's actor (any importable class) takes the dead actor's CPUs
+        squatter = ray_cluster.remote(ScriptedPolicy).options(num_cpus=cpus).remote(["y"])
+        ray_cluster.get(squatter.__ray_ready__.remote(), timeout=60)
+        with pytest.raises(ActorLostError, match=rf"^rollout: actor 0 died and cannot be replaced: it needs {cpus:g} "
+                                                 r"CPU, the Ray cluster has 0 CPU free of 2 \(a lost node"):
+            policy.generate([GenerationRequest(user("a"))])
+    finally:
+        if squatter is not None:
+            ray_cluster.kill(squatter)
+        policy.close()
+
+
+def test_a_shard_that_returns_nothing_in_time_fails_the_call_and_its_actor_is_replaced(ray_cluster):
+    from coral.trajectory import TestCase
+
+    check = [TestCase("assert", "assert candidate() == 1")]
+    sandbox = RaySandbox(1, workers=1, timeout_s=60.0, call_timeout_s=2.0, cpus_per_actor=0.25)
+    try:
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"sandbox: run_many of shard 0 on actor 0 gave no result within "
+                                               r"call_timeout_s=2 s; the actor was killed"):
+            sandbox.run("def f():\n    while True:\n        pass\n", check, entry_point="f")
+        assert time.monotonic() - start < 30
+        assert sandbox.run("def f():\n    return 1\n", check, entry_point="f").passed
+        assert sandbox.restarts == 1
+    finally:
+        sandbox.close()
+
+
+def test_an_actor_that_fails_to_start_fails_its_group_and_no_actor_of_the_group_stays(ray_cluster):
+    before = free_cpus(ray_cluster)
+    specs = iter([{}, {"broken": "/no/such/model"}])  # the second actor's replica cannot be built
+
+    def make_args():
+        return {"s": ScriptedPolicy(["a"])}, next(specs), {}, 1
+
+    with pytest.raises(ActorLostError, match=r"rollout: actor 1 failed to start: .*not a model directory"):
+        ActorGroup("rollout", RolloutWorker, make_args, 2, num_cpus=0.25)
+    assert back_to(ray_cluster, before), "the actor that did start still holds its CPU"
