@@ -39,6 +39,9 @@ from coral.workflows.common import judge
 # the programs end in milliseconds; a generous limit keeps a starved machine from turning a pass into a
 # timeout in one setting only
 TIMEOUT_S = 30.0
+# the same tokens sampled by a replica and by the trainer have logprobs this close (padding and thread
+# counts differ between one batch and its shards: float rounding only)
+LOGPROB_ATOL = 1e-4
 WRONG = "def {name}(*args, **kwargs):\n    return None\n"
 
 
@@ -189,22 +192,38 @@ def run_settings(tasks: Sequence[Task], args: argparse.Namespace) -> tuple[dict[
     return {s.workers: s.out for s in settings}, overheads
 
 
-def same_results(a: dict[str, Any], b: dict[str, Any], atol: float = 1e-4) -> str | None:
+def same_results(a: dict[str, Any], b: dict[str, Any], atol: float = LOGPROB_ATOL) -> str | None:
     """None when two settings produced the same texts, tokens and rewards (logprobs within atol)."""
     if a["texts"] != b["texts"]:
         return "evaluation texts differ"
-    for i, (x, y) in enumerate(zip(a["steps"], b["steps"], strict=True)):
+    return same_steps(a["steps"], b["steps"], atol)
+
+
+def _agree(ids_x: Sequence[int], ids_y: Sequence[int]) -> int:
+    """How many leading token ids two completions share."""
+    return next((k for k, (p, q) in enumerate(zip(ids_x, ids_y, strict=False)) if p != q), min(len(ids_x), len(ids_y)))
+
+
+def logprob_gap(x: dict[str, Any], y: dict[str, Any]) -> float:
+    """The largest logprob difference between two rl_step results, over each turn's tokens before its
+    token ids first differ (after that the logprobs are of different tokens)."""
+    turns = zip(x["completion_ids"], y["completion_ids"], x["logprobs"], y["logprobs"], strict=True)
+    return max((abs(lx[k] - ly[k]) for ids_x, ids_y, lx, ly in turns for k in range(_agree(ids_x, ids_y))),
+               default=0.0)
+
+
+def same_steps(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]], atol: float = LOGPROB_ATOL) -> str | None:
+    """None when two runs of rl_step produced the same tokens and rewards, and logprobs within atol."""
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
         for j, (ids_x, ids_y) in enumerate(zip(x["completion_ids"], y["completion_ids"], strict=True)):
             if ids_x != ids_y:
-                at = next((k for k, (p, q) in enumerate(zip(ids_x, ids_y, strict=False)) if p != q),
-                      min(len(ids_x), len(ids_y)))
+                at = _agree(ids_x, ids_y)
                 return (f"step {i}: turn {j}'s tokens differ from token {at} on "
                         f"(logprobs there {x['logprobs'][j][at:at + 1]} vs {y['logprobs'][j][at:at + 1]})")
         if x["rewards"] != y["rewards"]:
             j = next(j for j, (p, q) in enumerate(zip(x["rewards"], y["rewards"], strict=True)) if p != q)
             return f"step {i}: turn {j}'s reward differs ({x['rewards'][j]} vs {y['rewards'][j]})"
-        worst = max(abs(p - q) for lx, ly in zip(x["logprobs"], y["logprobs"], strict=True)
-                    for p, q in zip(lx, ly, strict=True))
+        worst = logprob_gap(x, y)
         if worst > atol:
             return f"step {i}: logprobs differ by {worst:.2e}"
     return None

@@ -16,8 +16,11 @@ Weight sync: before every `generate`, the tensors of the trainer's model changed
 last push (torch bumps a tensor's version on every in-place write: optimiser steps, load_state_dict)
 go to every actor. Training all weights pushes the full state; training LoRA adapters pushes only the
 adapters' tensors. `sync_weights(full=True)` pushes everything. A vLLM replica of a LoRA trainer gets
-the changed layers as merged weights (base + scale B A). An actor restarted after dying is built
-from the trainers' current weights, which are the pushed ones (every generate syncs first).
+the changed layers as merged weights (base + scale B A). An actor (first started, or restarted after
+dying) is built from the trainers' current weights, which are the pushed ones (every generate syncs
+first): a replica sent as an object is the trainer policy itself, and a replica built on the actor from
+a spec (a model directory, "vllm:<model>") loads the trainer's full state before it answers any call,
+so it never serves the weights on disk.
 
 This module does NOT train and does NOT split one request across actors. Attributes of a RayPolicy
 other than `generate`, `name` and the sync methods (forward, parameters, train, eval, save,
@@ -31,19 +34,22 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coral.policy.base import Completion, GenerationRequest, Policy
-from coral.scale.actors import ActorGroup, import_ray, split
+from coral.scale.actors import CALL_TIMEOUT_S, START_TIMEOUT_S, ActorGroup, import_ray, split
 
 
 class RolloutWorker:
     """The actor: named policy replicas. A replica is a policy object (sent through Ray's object store;
     replicas sent together keep sharing what they share, e.g. one base model under LoRA views) or a
-    `load_policy` spec; "vllm:<model>" builds a vLLM engine that loads pushed weights."""
+    `load_policy` spec; "vllm:<model>" builds a vLLM engine that loads pushed weights. `weights` (name ->
+    tensors) are loaded into the spec-built replicas before the actor answers any call."""
 
     def __init__(self, objects: Mapping[str, Policy], specs: Mapping[str, str], policy_kwargs: Mapping[str, Any],
-                 torch_threads: int) -> None:
+                 torch_threads: int, weights: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.policies = {**objects, **{name: build_replica(s, policy_kwargs) for name, s in specs.items()}}
         if "torch" in sys.modules:  # replicas that need no torch (scripted, a server) do not import it
             sys.modules["torch"].set_num_threads(max(1, torch_threads))
+        for name, tensors in (weights or {}).items():
+            self.load_tensors((name, tensors))
 
     def generate(self, shard: tuple[str, Sequence[GenerationRequest]]) -> list[Completion]:
         name, requests = shard
@@ -57,7 +63,7 @@ class RolloutWorker:
         """Copy named tensors into one replica's weights; returns how many were loaded."""
         name, tensors = push
         if not isinstance(tensors, Mapping):  # the ObjectRef of one put shared by every actor
-            tensors = import_ray().get(tensors)
+            tensors = import_ray().get(tensors, timeout=CALL_TIMEOUT_S)
         policy = self.policies[name]
         if hasattr(policy, "load_weights"):  # an inference engine with its own weight loader (vLLM)
             policy.load_weights(tensors)
@@ -117,11 +123,13 @@ def changed_tensors(model: Any, synced: Mapping[str, int], full: bool = False,
 class RolloutPool:
     """`workers` rollout actors, each holding a replica of every policy in `replicas` (name -> policy
     object or spec string). `trainers` (name -> policy) are the policies whose weights are pushed;
-    by default the replica objects themselves (spec-built replicas have none and never change)."""
+    by default the replica objects themselves (spec-built replicas have none and never change).
+    `start_timeout_s` and `call_timeout_s` bound an actor's start and one shard (see actors.py)."""
 
     def __init__(self, replicas: Mapping[str, Policy | str], workers: int = 2, *,
                  trainers: Mapping[str, Any] | None = None, policy_kwargs: Mapping[str, Any] | None = None,
-                 max_retries: int = 2, cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0) -> None:
+                 max_retries: int = 2, cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0,
+                 start_timeout_s: float = START_TIMEOUT_S, call_timeout_s: float = CALL_TIMEOUT_S) -> None:
         if not replicas:
             raise ValueError("RolloutPool needs at least one replica")
         self.replicas = dict(replicas)
@@ -135,21 +143,26 @@ class RolloutPool:
         # views of one base) share it on the actors too, so one push serves them all
         self._synced = {self._sync_key(n): tensor_versions(t.model) for n, t in self.trainers.items()
                         if hasattr(t, "model")}
-        self._ref: Any = None  # the replica objects in Ray's object store, put once per weight version
+        # (the replica objects, the full trainer state of replicas not sent as their trainer) in Ray's
+        # object store: what a starting actor is built from, put once per weight version
+        self._ref: tuple[Any, Any] | None = None
         self.pushed_tensors = 0
         threads = max(1, int(cpus_per_worker))
         self.group = ActorGroup("rollout", RolloutWorker, lambda: self._worker_args(threads), workers,
-                                max_retries=max_retries, num_cpus=cpus_per_worker, num_gpus=gpus_per_worker)
-        for name, replica in self.replicas.items():
-            if _is_vllm(replica) and self._sync_key(name) in self._synced:
-                self.sync_weights(name, full=True)  # the engine loaded its weights from disk: push the trainer's
+                                max_retries=max_retries, num_cpus=cpus_per_worker, num_gpus=gpus_per_worker,
+                                start_timeout_s=start_timeout_s, call_timeout_s=call_timeout_s)
 
     def _worker_args(self, threads: int) -> tuple:
+        """A starting actor's arguments, with the trainers' current weights: an actor replacing a dead one
+        mid-step must serve what the others serve (the last push), not the weights on disk."""
         if self._ref is None:
+            ray = import_ray()
             objects = {n: r for n, r in self.replicas.items() if not isinstance(r, str)}
-            self._ref = import_ray().put(objects) if objects else {}
+            weights = {n: changed_tensors(t.model, {}, full=True, merge_lora=_is_vllm(self.replicas[n]))[0]
+                       for n, t in self.trainers.items() if hasattr(t, "model") and self.replicas[n] is not t}
+            self._ref = (ray.put(objects) if objects else {}, ray.put(weights) if weights else {})
         specs = {n: r for n, r in self.replicas.items() if isinstance(r, str)}
-        return self._ref, specs, self.policy_kwargs, threads
+        return self._ref[0], specs, self.policy_kwargs, threads, self._ref[1]
 
     def policy(self, name: str) -> RayPolicy:
         if name not in self.replicas:

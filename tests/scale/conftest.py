@@ -1,6 +1,9 @@
 """Shared Ray fixtures: one local Ray instance for the session (ray.init costs seconds), the bench
-module whose CoRe-Code-style step the equivalence and fault tests run, and one set of rollout and
-sandbox actors reused by those tests (each actor start imports torch: seconds on a loaded machine)."""
+module whose CoRe-Code-style step the equivalence and fault tests run, two steps without Ray they
+compare against, and one set of rollout and sandbox actors reused by those tests (each actor start
+imports torch: seconds on a loaded machine). The rollout actors hold both kinds of replica: the
+planner sent as an object, the coder built on the actor from a model directory (the trainer's weights
+reach it only from the pool)."""
 
 from __future__ import annotations
 
@@ -47,13 +50,17 @@ def make_policies(step_bench):
 
 
 @pytest.fixture(scope="session")
-def actors(ray_cluster, make_policies):
-    """Trainer policies (planner, coder), a 2-actor RolloutPool of them and a 2-actor RaySandbox."""
+def actors(ray_cluster, make_policies, tmp_path_factory):
+    """Trainer policies (planner, coder), a 2-actor RolloutPool of them (the coder's replica loaded from
+    the directory its trainer was saved to) and a 2-actor RaySandbox."""
     from coral.scale import RaySandbox, RolloutPool
 
     trainers = make_policies()
     initial = {r: {n: t.clone() for n, t in p.model.state_dict().items()} for r, p in trainers.items()}
-    pool = RolloutPool(trainers, 2, cpus_per_worker=0.25)
+    coder_dir = tmp_path_factory.mktemp("coder")
+    trainers["coder"].save(coder_dir)
+    pool = RolloutPool({"planner": trainers["planner"], "coder": str(coder_dir)}, 2, trainers=trainers,
+                       cpus_per_worker=0.25)
     sandbox = RaySandbox(2, workers=1, timeout_s=TIMEOUT_S, cpus_per_actor=0.25)
     yield SimpleNamespace(trainers=trainers, initial=initial, pool=pool, sandbox=sandbox,
                           policies={r: pool.policy(r) for r in trainers})
@@ -61,13 +68,26 @@ def actors(ray_cluster, make_policies):
     sandbox.close()
 
 
-@pytest.fixture
-def local_sandbox():
-    """The sandbox of the runs without Ray, with the limits of the shared RaySandbox."""
+@pytest.fixture(scope="session")
+def tasks():
+    from coral.benchmarks import load_benchmark
+
+    return load_benchmark("procedural-train", limit=2, seed=0)
+
+
+@pytest.fixture(scope="session")
+def plain(step_bench, make_policies, tasks):
+    """Two RL steps without Ray (the reference the Ray runs must equal), the policies they trained, and
+    the second step sampled from the initial weights instead: what replicas that missed the first
+    update would give."""
     from coral.sandbox import Sandbox
 
     with Sandbox(workers=2, timeout_s=TIMEOUT_S) as sandbox:
-        yield sandbox
+        trained, stale = make_policies(), make_policies()
+        learners = step_bench.make_learners(trained)
+        steps = [step_bench.rl_step(trained, learners, sandbox, tasks, s, max_new_tokens=8) for s in range(2)]
+        stale_step = step_bench.rl_step(stale, step_bench.make_learners(stale), sandbox, tasks, 1, max_new_tokens=8)
+    return SimpleNamespace(steps=steps, trained=trained, stale_second_step=stale_step)
 
 
 @pytest.fixture

@@ -1,47 +1,37 @@
 """With seeded requests, a CoRe-Code-style RL step (planner -> coder rollout, sandbox rewards, GRPO
 update of both agents) gives the same rollouts, rewards and updated weights with and without Ray.
 
-Two steps run, so the second step's rollouts also check that the first update reached the replicas."""
+Two steps run, so the second step's rollouts also check that the first update reached the replicas (the
+planner's, sent as an object, and the coder's, built from a model directory): by their logprobs, since one
+update may leave every sampled token and reward unchanged."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
-from coral.benchmarks import load_benchmark
 
-
-@pytest.fixture(scope="module")
-def tasks():
-    return load_benchmark("procedural-train", limit=2, seed=0)
-
-
-def assert_same_steps(expected, got):
-    for a, b in zip(expected, got, strict=True):
-        assert b["completion_ids"] == a["completion_ids"]
-        assert b["rewards"] == a["rewards"]
-        for x, y in zip(a["logprobs"], b["logprobs"], strict=True):
-            # padding and thread counts differ between one batch and its shards: float rounding only
-            torch.testing.assert_close(torch.tensor(y), torch.tensor(x), atol=1e-4, rtol=0)
-
-
-def test_rl_steps_on_ray_equal_the_steps_without_ray(ray_run, step_bench, make_policies, tasks, local_sandbox):
-    local = make_policies()
-    learners = step_bench.make_learners(local)
-    plain = [step_bench.rl_step(local, learners, local_sandbox, tasks, s, max_new_tokens=8) for s in range(2)]
+def test_rl_steps_on_ray_equal_the_steps_without_ray(ray_run, step_bench, tasks, plain):
     pushed_before = ray_run.pool.pushed_tensors
     on_ray = [step_bench.rl_step(ray_run.policies, ray_run.learners, ray_run.sandbox, tasks, s, max_new_tokens=8)
               for s in range(2)]
 
-    assert len(set(plain[0]["rewards"])) > 1, "rewards must vary, else the update is a no-op"
-    assert_same_steps(plain, on_ray)
-    for role, policy in local.items():
+    assert len(set(plain.steps[0]["rewards"])) > 1, "rewards must vary, else the update is a no-op"
+    assert step_bench.same_steps(plain.steps, on_ray) is None
+    for role, policy in plain.trained.items():
         changed = [n for n, t in policy.model.state_dict().items() if not torch.equal(t, ray_run.initial[role][n])]
         assert changed, f"{role}: the update changed no weight"
         trained = ray_run.trainers[role].model.state_dict()
         for name, tensor in policy.model.state_dict().items():
             torch.testing.assert_close(trained[name], tensor, atol=1e-5, rtol=1e-4)
     assert ray_run.pool.pushed_tensors > pushed_before  # step 2 ran on pushed weights
+
+
+def test_replicas_that_missed_the_first_update_would_fail_the_comparison_of_two_steps(step_bench, plain):
+    # the comparison's power: with these models and this learning rate one update leaves every sampled
+    # token and reward as it was (seen: the logprobs moved by 4e-3), so the logprobs tell stale replicas apart
+    stale = [plain.steps[0], plain.stale_second_step]
+    assert step_bench.same_steps(plain.steps, stale) is not None
+    assert step_bench.logprob_gap(plain.steps[1], plain.stale_second_step) > 10 * step_bench.LOGPROB_ATOL
 
 
 def test_a_lora_update_reaches_the_replicas_and_only_the_changed_adapter_is_pushed_once(ray_cluster):
