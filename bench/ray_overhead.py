@@ -241,11 +241,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     import ray
     import torch
 
+    from coral.scale.cluster import start_local
+
     # one torch thread in the driver, as in each rollout actor: the comparison is of Ray, not of thread
     # counts (two spinning OpenMP threads on a loaded 2-core machine are slower than one)
     torch.set_num_threads(1)
     tasks = load_benchmark("procedural-train", limit=args.tasks, seed=0)
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+    start_local(num_cpus=args.num_cpus, log_to_driver=False)  # a fresh instance, whatever runs here
     try:
         runs, overheads = run_settings(tasks, args)
     finally:

@@ -6,8 +6,9 @@
         ...                                                  # the same serial loop, rollouts on Ray
 
 `ray_address`: None (no Ray: the objects come back unchanged and ray is never imported), "local"
-(start a Ray instance on this machine), "auto" (join the cluster this machine belongs to, started
-with `ray start`), or an address ("10.0.0.1:6379", "ray://head:10001"). The driver loop stays
+(start a fresh Ray instance of this process's own, listening on 127.0.0.1 only: never one that `ray
+start`, RAY_ADDRESS or a crashed run left behind), "auto" (join the cluster this machine belongs to,
+started with `ray start`), or an address ("10.0.0.1:6379", "ray://head:10001"). The driver loop stays
 serial; only where `generate` and `run_many` execute changes. The swapped policies are RayPolicy
 views: training calls (forward, parameters, save, ...) reach the trainer policies, and each
 `generate` first pushes the trainer's weights changed since the last push (rollout.py), so a step's
@@ -20,26 +21,64 @@ the cluster's nodes: every node needs the same coral and Python packages as the 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from coral.scale.actors import import_ray
+from coral.scale.actors import CALL_TIMEOUT_S, START_TIMEOUT_S, import_ray
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
 
 
 def connect(ray_address: str, num_cpus: int | None = None) -> Any:
-    """Start or join Ray (idempotent: an initialised Ray is reused). Returns the ray module."""
+    """Start or join Ray (idempotent: a Ray this process already started or joined is reused). Returns
+    the ray module."""
     if not isinstance(ray_address, str) or not ray_address.strip():
         raise ValueError(f"ray_address must be 'local', 'auto' or a cluster address, got {ray_address!r}")
     ray = import_ray()
     if ray.is_initialized():
         return ray
     if ray_address == "local":
-        ray.init(num_cpus=num_cpus, include_dashboard=False)
-    else:
-        ray.init(address=ray_address, include_dashboard=False)
+        return start_local(num_cpus)
+    ray.init(address=ray_address, include_dashboard=False)
     return ray
+
+
+def start_local(num_cpus: int | None = None, **init_kwargs: Any) -> Any:
+    """Start a fresh Ray instance for this process, on 127.0.0.1 only; returns the ray module.
+
+    `ray.init()` without an address joins RAY_ADDRESS or the cluster named in
+    <ray temp dir>/ray_current_cluster (which a crashed run leaves behind): `address="local"` never
+    joins anything. On Linux Ray listens on the machine's network address and turns 127.0.0.1 into it;
+    `on_loopback` keeps every server of this instance on loopback, which is all one machine needs."""
+    ray = import_ray()
+    with on_loopback():
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _node_ip_address=LOOPBACK,
+                 **init_kwargs)
+    address = ray.util.get_node_ip_address()
+    if address != LOOPBACK:  # a Ray release that no longer honours on_loopback: say so, it still runs
+        logger.warning("the local Ray instance listens on %s, not only on %s", address, LOOPBACK)
+    return ray
+
+
+@contextlib.contextmanager
+def on_loopback() -> Iterator[str]:
+    """Inside, Ray takes 127.0.0.1 as this machine's address (as it does on macOS and Windows, where it
+    runs single-machine by default): nodes started and addresses resolved here stay on loopback. Ray
+    reads its switch (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER) once at import, so it is set on the module."""
+    from ray._private import ray_constants
+
+    saved = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield LOOPBACK
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
 class ScaleOut:
@@ -47,14 +86,18 @@ class ScaleOut:
     `ray_address`: the arguments themselves, and ray is never imported); `close()`, or the end of a
     `with` block, stops every actor it started. `rollout_workers` / `sandbox_actors` None: one per
     node of the cluster (at least 2 rollout workers, so that batches are sharded even on one node).
-    `cpus_per_worker` None: the cluster's free CPUs shared evenly among the actors started here."""
+    `cpus_per_worker` None: the cluster's free CPUs shared evenly among the actors started here.
+    `start_timeout_s` and `call_timeout_s` bound an actor's start and one shard (see actors.py)."""
 
     def __init__(self, ray_address: str | None, *, rollout_workers: int | None = None,
                  sandbox_actors: int | None = None, cpus_per_worker: float | None = None,
-                 max_retries: int = 2) -> None:
+                 max_retries: int = 2, start_timeout_s: float = START_TIMEOUT_S,
+                 call_timeout_s: float = CALL_TIMEOUT_S) -> None:
         self.ray_address = ray_address
         self.rollout_workers, self.sandbox_actors = rollout_workers, sandbox_actors
-        self.cpus_per_worker, self.max_retries = cpus_per_worker, max_retries
+        self.cpus_per_worker = cpus_per_worker
+        self.group_kwargs = {"max_retries": max_retries, "start_timeout_s": start_timeout_s,
+                             "call_timeout_s": call_timeout_s}
         self.started: list[Any] = []  # the pools and sandboxes to close
 
     def distribute(self, policies: Any, sandbox: Any) -> tuple[Any, Any]:
@@ -64,6 +107,13 @@ class ScaleOut:
         whose actors each hold a Sandbox with its settings."""
         if self.ray_address is None:
             return policies, sandbox
+        try:
+            return self._distribute(policies, sandbox)
+        except BaseException:
+            self.close()  # callers that build ScaleOut outside a `with` would otherwise keep the pool alive
+            raise
+
+    def _distribute(self, policies: Any, sandbox: Any) -> tuple[Any, Any]:
         from coral.scale.rollout import RolloutPool
         from coral.scale.sandbox_pool import RaySandbox
 
@@ -76,12 +126,12 @@ class ScaleOut:
         first: dict[int, str] = {}
         for name, p in named.items():
             first.setdefault(id(p), name)
-        pool = RolloutPool({name: named[name] for name in first.values()}, workers, max_retries=self.max_retries,
-                           cpus_per_worker=cpus)
+        pool = RolloutPool({name: named[name] for name in first.values()}, workers, cpus_per_worker=cpus,
+                           **self.group_kwargs)
         self.started.append(pool)
         views = {name: pool.policy(first[id(p)]) for name, p in named.items()}
         if sandbox is not None:
-            sandbox = RaySandbox.like(sandbox, actors, max_retries=self.max_retries, cpus_per_actor=cpus)
+            sandbox = RaySandbox.like(sandbox, actors, cpus_per_actor=cpus, **self.group_kwargs)
             self.started.append(sandbox)
         return _same_shape(policies, views), sandbox
 

@@ -25,8 +25,10 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "ray_overhead.py"
 def ray_cluster():
     import ray  # a dev dependency: a missing ray fails these tests, it does not skip them
 
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    from coral.scale.cluster import start_local
+
+    if not ray.is_initialized():  # `--ray-address local`'s instance: fresh, on loopback, joins nothing
+        start_local(num_cpus=2, log_to_driver=False)
     yield ray
     ray.shutdown()
 

@@ -1,17 +1,28 @@
 """Every wait on Ray has a bound, and what fails midway leaves no actor behind: a dead actor with no room
-for its replacement (a lost node), a shard that never returns, an actor that fails to start."""
+for its replacement (a lost node), a shard that never returns, an actor that fails to start, a
+distribute that fails after its rollout actors started; and `local` starts a Ray of its own on loopback
+whatever a crashed run left behind."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
 from coral.policy import ScriptedPolicy
 from coral.policy.base import GenerationRequest, user
-from coral.scale import ActorLostError, RayPolicy, RaySandbox
+from coral.scale import ActorLostError, RayPolicy, RaySandbox, ScaleOut
 from coral.scale.actors import ActorGroup
 from coral.scale.rollout import RolloutWorker
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_cpus(ray) -> float:
@@ -83,3 +94,38 @@ def test_an_actor_that_fails_to_start_fails_its_group_and_no_actor_of_the_group_
     with pytest.raises(ActorLostError, match=r"rollout: actor 1 failed to start: .*not a model directory"):
         ActorGroup("rollout", RolloutWorker, make_args, 2, num_cpus=0.25)
     assert back_to(ray_cluster, before), "the actor that did start still holds its CPU"
+
+
+def test_a_distribute_that_fails_after_its_rollout_actors_started_stops_them(ray_cluster):
+    class BadSandbox:  # settings the sandbox actors cannot take: RaySandbox fails after the pool started
+        workers, timeout_s = 0, 1.0
+
+    before = free_cpus(ray_cluster)
+    scale = ScaleOut("local", rollout_workers=1, sandbox_actors=1, cpus_per_worker=0.25)
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        scale.distribute(ScriptedPolicy(["x"]), BadSandbox())
+    assert scale.started == []
+    assert back_to(ray_cluster, before), "the rollout actor still holds its CPU"
+
+
+@pytest.mark.parametrize("left_behind", ["address file", "RAY_ADDRESS"])
+def test_local_starts_a_ray_of_its_own_on_loopback_whatever_a_crashed_run_left_behind(left_behind):
+    # `ray.init()` joins the cluster named by RAY_ADDRESS, else the one a crashed run's address file names
+    ray_tmp = tempfile.mkdtemp(prefix="coral-ray-")  # short: Ray's socket paths live below it
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_TMPDIR": ray_tmp}
+    if left_behind == "RAY_ADDRESS":
+        env["RAY_ADDRESS"] = "127.0.0.1:9"
+    else:
+        env.pop("RAY_ADDRESS", None)
+        Path(ray_tmp, "ray_current_cluster").write_text("127.0.0.1:9\n")
+    script = ("import json; from coral.scale.cluster import connect; ray = connect('local', num_cpus=1); "
+              "print(json.dumps([ray.util.get_node_ip_address(), [n['NodeManagerAddress'] for n in ray.nodes()], "
+              "ray.get_runtime_context().gcs_address])); ray.shutdown()")
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    node_ip, nodes, gcs = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert node_ip == "127.0.0.1" and nodes == ["127.0.0.1"]
+    assert gcs.startswith("127.0.0.1:") and gcs != "127.0.0.1:9"
