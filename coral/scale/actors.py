@@ -37,6 +37,9 @@ CALL_TIMEOUT_S = 3600.0
 # Ray frees a killed actor's CPUs a moment after `ray.kill`: a group (or a replacement) that fits the
 # cluster but not its free CPUs waits this long for actors being torn down before it fails
 ROOM_WAIT_S = 30.0
+# Ray's resource figures are rounded in the fourth decimal (0.0002 CPU free plus a killed actor's 0.6666
+# came back as 0.6667): comparisons of them allow this much
+ROUNDING = 1e-3
 
 
 class ActorLostError(RuntimeError):
@@ -83,7 +86,7 @@ def _shortfall(ray: Any, need: dict[str, float]) -> tuple[str, float, float] | N
     """None when the cluster has `need` free; else (resource short, free, total). Fails at once when the
     whole cluster is too small; waits up to ROOM_WAIT_S for free resources (actors being torn down)."""
     def short(available: dict) -> list[str]:
-        return [r for r, n in need.items() if n > available.get(r, 0.0) + 1e-9]
+        return [r for r, n in need.items() if n > available.get(r, 0.0) + ROUNDING]
 
     if not short(ray.cluster_resources()) and _poll(ray, lambda free, total: not short(free)):
         return None
@@ -107,7 +110,7 @@ def _check_room(ray: Any, name: str, size: int, num_cpus: float, num_gpus: float
 def _wait_released(ray: Any, before: dict, held: dict) -> None:
     """Wait until `held` is back in the free resources (capped at the cluster's total), for at most
     ROOM_WAIT_S: on a shared cluster another client may take the freed CPUs first, which is no error."""
-    if not _poll(ray, lambda free, total: all(free.get(r, 0.0) + 1e-9 >= min(total.get(r, 0.0), before.get(r, 0.0) + n)
+    if not _poll(ray, lambda free, total: all(free.get(r, 0.0) + ROUNDING >= min(total.get(r, 0.0), before.get(r, 0.0) + n)
                                               for r, n in held.items() if n > 0)):
         logger.info("actors closed, but Ray had not given back all their resources after %.0f s", ROOM_WAIT_S)
 
