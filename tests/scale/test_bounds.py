@@ -108,7 +108,8 @@ def test_a_distribute_that_fails_after_its_rollout_actors_started_stops_them(ray
     assert back_to(ray_cluster, before), "the rollout actor still holds its CPU"
 
 
-@pytest.mark.parametrize("left_behind", ["address file", "RAY_ADDRESS"])
+# each starts Ray in a subprocess (5-9 s); the address file is what a crashed run leaves behind
+@pytest.mark.parametrize("left_behind", ["address file", pytest.param("RAY_ADDRESS", marks=pytest.mark.slow)])
 def test_local_starts_a_ray_of_its_own_on_loopback_whatever_a_crashed_run_left_behind(left_behind):
     # `ray.init()` joins the cluster named by RAY_ADDRESS, else the one a crashed run's address file names
     ray_tmp = tempfile.mkdtemp(prefix="coral-ray-")  # short: Ray's socket paths live below it
