@@ -2,6 +2,7 @@
 
     coral reproduce PAPER [PAPER ...] --model M [--manager-model M2] --out-dir DIR [--pipeline hiras|papercoder]
     coral judge REPO --paper PAPER [--gold DIR] --protocol ref-free|ref-based|p2c-ex --model M [--n 8]
+                [--paper2code-checkout DIR] [--hiras-checkout DIR] [--files code|all]
 
 `--model` is any `load_policy` spec; `scripted-demo` replays the fixture paper's scripted agents
 (coral.hiras.demo), for trying the commands without a model. Exit status 1 when a paper of a
@@ -19,10 +20,12 @@ from pathlib import Path
 from coral.config import UserInputError
 from coral.hiras.demo import ScriptedAgents, hiras_replies, papercoder_replies
 from coral.hiras.hiras import HirasConfig
+from coral.hiras.judge_prompts import Checkouts
 from coral.hiras.judges import PROTOCOLS, judge_repo
 from coral.hiras.llm import Prices
 from coral.hiras.paper import load_paper
 from coral.hiras.reproduce import PIPELINES, reproduce_batch
+from coral.hiras.workspace import FILE_SETS
 from coral.policy import load_policy
 from coral.policy.base import Policy
 
@@ -74,14 +77,29 @@ def _prices(args: argparse.Namespace):
         raise UserInputError(str(exc)) from None
 
 
-def _cmd_judge(args: argparse.Namespace) -> int:
+def checkouts_from(args: argparse.Namespace) -> Checkouts:
+    """The judges' prompt checkouts from --paper2code-checkout and --hiras-checkout."""
+    return Checkouts(*(None if d is None else Path(d) for d in (args.paper2code_checkout, args.hiras_checkout)))
 
+
+def add_checkout_flags(parser: argparse.ArgumentParser) -> None:
+    """--paper2code-checkout, --hiras-checkout (shared with bench/hiras_vs_papercoder.py)."""
+    parser.add_argument("--paper2code-checkout", default=None, metavar="DIR",
+                        help="a local checkout of going-doer/Paper2Code: ref-free and ref-based use its "
+                             "data/prompts/ref_free.txt and ref_based.txt verbatim; without it, coral's own "
+                             "variants of those prompts")
+    parser.add_argument("--hiras-checkout", default=None, metavar="DIR",
+                        help="a local checkout of KOU-199024/HiRAS: p2c-ex uses its prompts/p2c-ex/p2c-ex.yaml "
+                             "verbatim; without it, coral's own variant of that prompt")
+
+
+def _cmd_judge(args: argparse.Namespace) -> int:
     result = judge_repo(args.repo, load_paper(args.paper), policy_for(args.model, "judge"), args.protocol, args.gold,
-                        n=args.n, max_new_tokens=args.max_new_tokens)
+                        n=args.n, max_new_tokens=args.max_new_tokens, checkouts=checkouts_from(args),
+                        file_set=args.files)
     score = "none valid" if result.score is None else f"{result.score:.2f}"
-    print(f"{args.protocol} score {score} (valid {result.valid_n}/{result.n}, {len(result.files)} files)")
-    if result.verification:
-        print(result.verification)
+    print(f"{args.protocol} score {score} (valid {result.valid_n}/{result.n}, {len(result.files)} files, "
+          f"prompt: {result.prompt_source})")
     if args.out:
         Path(args.out).write_text(json.dumps(result.to_dict(), indent=1))
     return 0
@@ -113,5 +131,9 @@ def add_research_commands(sub: argparse._SubParsersAction) -> None:
     j.add_argument("--model", required=True, help="policy spec of the judge")
     j.add_argument("--n", type=int, default=8, help="judgements sampled")
     j.add_argument("--max-new-tokens", type=int, default=1024)
+    add_checkout_flags(j)
+    j.add_argument("--files", choices=sorted(FILE_SETS), default="code",
+                   help="target files shown to the judge: code (.py .sh .bash .yaml .yml: code and config, no "
+                        "planning notes; default) or all (Paper2Code's read_all_files set, .md included)")
     j.add_argument("--out", default=None, help="write the full result as JSON here")
     j.set_defaults(handler=_cmd_judge)

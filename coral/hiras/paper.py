@@ -50,6 +50,12 @@ def clean_latex(text: str) -> str:
     return "\n".join(kept).strip() + "\n"
 
 
+def prompt_text(paper: Paper) -> str:
+    """The paper as Paper2Code's scripts put it into a prompt: the text, or for s2orc JSON the repr of the
+    loaded object (they format the dict with an f-string), which the JSON text round-trips to."""
+    return str(json.loads(paper.text)) if paper.format == "json" else paper.text
+
+
 def load_paper(path: str | Path) -> Paper:
     """Read a paper, choosing the format by extension (.md, .markdown, .tex, .json)."""
     path = Path(path)

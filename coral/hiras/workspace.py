@@ -8,8 +8,12 @@ line per entry, sorted by path, two spaces of indent per depth, directories end 
       loader.py
     main.py
 
-Files that reach a judge (`repo_files`): extensions .py .yaml .yml .md .sh .bash (PaperCoder's
-`read_all_files` set), hidden directories, `__pycache__` and files over 200 kB skipped, sorted by path.
+Files that reach a judge (`repo_files`), by named file set, sorted by path, hidden entries,
+`__pycache__` and files over 200 kB skipped:
+  code  .py .sh .bash .yaml .yml: code and configuration, so planning notes (.md, .json, .txt) of
+        either pipeline never reach a judge and both are judged on the same kind of files (default)
+  all   Paper2Code's `read_all_files` set: .py .yaml .yml .md .sh .bash and README.* (names without
+        an extension skipped); Paper2Code's eval.py reads a gold repository this way
 
 This module does NOT run anything: execution goes through coral.hiras.execution and the sandbox.
 """
@@ -18,7 +22,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-JUDGED_EXTENSIONS = (".py", ".yaml", ".yml", ".md", ".sh", ".bash")
+from coral.config import UserInputError
+
+FILE_SETS = {"code": (".py", ".sh", ".bash", ".yaml", ".yml"),
+             "all": (".py", ".yaml", ".yml", ".md", ".sh", ".bash")}
 MAX_FILE_BYTES = 200_000
 
 
@@ -96,10 +103,21 @@ def file_tree(paths: list[str]) -> str:
     return "\n".join(lines)
 
 
-def repo_files(repo_dir: str | Path) -> dict[str, str]:
+def in_file_set(rel: str, file_set: str = "code") -> bool:
+    """Whether the file `rel` belongs to the named file set of the module docstring."""
+    if file_set not in FILE_SETS:
+        raise UserInputError(f"file set {file_set!r} is not one of {sorted(FILE_SETS)}")
+    name = rel.rsplit("/", 1)[-1]
+    stem, dot, _ = name.rpartition(".")
+    if file_set == "all" and dot and stem.lower() == "readme":
+        return True
+    return name.endswith(FILE_SETS[file_set])
+
+
+def repo_files(repo_dir: str | Path, file_set: str = "code") -> dict[str, str]:
     """The files of a repository that reach a judge (see the module docstring), by relative path."""
     repo = Path(repo_dir)
     if not repo.is_dir():
         raise FileNotFoundError(f"repository {repo}: no such directory")
     snapshot = Workspace(repo).snapshot()
-    return {rel: text for rel, text in snapshot.items() if rel.endswith(JUDGED_EXTENSIONS)}
+    return {rel: text for rel, text in snapshot.items() if in_file_set(rel, file_set)}

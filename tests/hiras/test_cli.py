@@ -1,9 +1,13 @@
+import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
 from coral.cli import main
 from coral.hiras.paper import FIXTURE_PAPER, FIXTURE_REFERENCE
+
+CHECKOUTS = Path(__file__).parent / "fixtures" / "checkouts"
 
 
 def test_reproduce_papercoder_demo_writes_the_repository_and_reports_a_failing_paper(tmp_path, capsys):
@@ -20,13 +24,44 @@ def test_reproduce_papercoder_demo_writes_the_repository_and_reports_a_failing_p
 
 def test_judge_prints_the_score_and_writes_the_result(tmp_path, capsys):
     replies = tmp_path / "replies.json"
-    replies.write_text(json.dumps([json.dumps({"critique_list": [], "score": 5}), "not json", '{"score": 2}']))
+    replies.write_text(json.dumps([json.dumps({"critique_list": [], "score": 5}), "not json",
+                                   '{"critique_list": "ok", "score": 2}']))
     rc = main(["judge", str(FIXTURE_REFERENCE), "--paper", str(FIXTURE_PAPER), "--gold", str(FIXTURE_REFERENCE),
                "--protocol", "ref-based", "--model", f"scripted:{replies}", "--n", "3", "--out",
                str(tmp_path / "r.json")])
     assert rc == 0
-    assert capsys.readouterr().out == "ref-based score 3.50 (valid 2/3, 4 files)\n"
+    assert capsys.readouterr().out == "ref-based score 3.50 (valid 2/3, 4 files, prompt: coral variant)\n"
     assert json.loads((tmp_path / "r.json").read_text())["scores"] == [5, 2]
+
+
+def test_judge_uses_the_prompt_file_of_the_given_checkout_and_names_it(tmp_path, capsys):
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps([json.dumps({"critique_list": [], "score": 4})]))
+    rc = main(["judge", str(FIXTURE_REFERENCE), "--paper", str(FIXTURE_PAPER), "--protocol", "ref-free",
+               "--model", f"scripted:{replies}", "--n", "1", "--paper2code-checkout", str(CHECKOUTS / "Paper2Code"),
+               "--out", str(tmp_path / "r.json")])
+    assert rc == 0
+    path = CHECKOUTS / "Paper2Code/data/prompts/ref_free.txt"
+    assert capsys.readouterr().out == f"ref-free score 4.00 (valid 1/1, 4 files, prompt: {path})\n"
+    assert json.loads((tmp_path / "r.json").read_text())["prompt_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_judge_with_a_checkout_that_is_not_one_is_a_one_line_error(tmp_path, capsys):
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps(["unused"]))
+    rc = main(["judge", str(FIXTURE_REFERENCE), "--paper", str(FIXTURE_PAPER), "--protocol", "p2c-ex",
+               "--model", f"scripted:{replies}", "--hiras-checkout", str(tmp_path)])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith("coral judge: error: ") and "p2c-ex.yaml: no such file" in err and err.count("\n") == 1
+
+
+def test_judge_help_says_coral_variants_are_used_only_without_a_checkout(capsys):
+    with pytest.raises(SystemExit):
+        main(["judge", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "verbatim; without it, coral's own variants of those prompts" in text
+    assert "verbatim; without it, coral's own variant of that prompt" in text
 
 
 def test_judge_with_the_demo_model_is_a_one_line_error(capsys):
@@ -63,3 +98,4 @@ def test_reproduce_with_one_price_is_a_one_line_error(tmp_path, capsys):
                "--usd-per-mtok-prompt", "2"])
     assert rc != 0
     assert "--usd-per-mtok-completion" in capsys.readouterr().err
+

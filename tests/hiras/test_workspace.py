@@ -29,3 +29,15 @@ def test_repo_files_keep_only_judged_extensions(tmp_path):
     for rel in ("a.py", "b.yaml", "c.txt", "d.sh", "e.png"):
         ws.write(rel, "x")
     assert list(repo_files(tmp_path)) == ["a.py", "b.yaml", "d.sh"]
+
+
+def test_the_code_file_set_leaves_out_planning_notes_and_the_paper_and_all_is_paper2codes_set(tmp_path):
+    ws = Workspace(tmp_path)
+    for rel in ("main.py", "config.yaml", "run.bash", "plan/plan.md", "plan/task_list.json", "plan/analysis/main.py.md",
+                "paper.md", "paper.tex", "README.txt", "notes", "requirements.txt"):
+        ws.write(rel, "x")
+    assert list(repo_files(tmp_path)) == ["config.yaml", "main.py", "run.bash"]
+    assert list(repo_files(tmp_path, "all")) == ["README.txt", "config.yaml", "main.py", "paper.md",
+                                                 "plan/analysis/main.py.md", "plan/plan.md", "run.bash"]
+    with pytest.raises(ValueError, match="file set 'some' is not one of"):
+        repo_files(tmp_path, "some")
