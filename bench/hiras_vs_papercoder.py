@@ -26,6 +26,7 @@ from coral.hiras.execution import run_command
 from coral.hiras.hiras import HirasConfig
 from coral.hiras.judges import PROTOCOLS, judge_repo
 from coral.hiras.paper import FIXTURE_PAPER, FIXTURE_REFERENCE, load_paper
+from coral.hiras.papercoder import PaperCoderConfig
 from coral.hiras.reproduce import run_hiras, run_papercoder
 from coral.hiras.workspace import Workspace
 from coral.policy.scripted import ScriptedPolicy
@@ -42,7 +43,7 @@ def reproduce(pipeline: str, args: argparse.Namespace) -> tuple[Path, dict, floa
             config = HirasConfig(step_multiplier=args.step_multiplier, max_new_tokens=args.max_new_tokens)
             status = run_hiras(FIXTURE_PAPER, policy, run_dir, config=config)
         else:
-            status = run_papercoder(FIXTURE_PAPER, policy, run_dir, args.max_new_tokens)
+            status = run_papercoder(FIXTURE_PAPER, policy, run_dir, PaperCoderConfig(max_new_tokens=args.max_new_tokens))
     except Exception as exc:  # a model that breaks a pipeline is a result of the bench, printed as such
         status = {"status": f"crashed: {type(exc).__name__}: {exc}"[:80]}
     repo = run_dir / ("workspace" if pipeline == "hiras" else "repo")

@@ -24,6 +24,7 @@ from coral.hiras.judge_prompts import Checkouts
 from coral.hiras.judges import PROTOCOLS, judge_repo
 from coral.hiras.llm import Prices
 from coral.hiras.paper import load_paper
+from coral.hiras.papercoder import PaperCoderConfig
 from coral.hiras.reproduce import PIPELINES, reproduce_batch
 from coral.hiras.workspace import FILE_SETS
 from coral.policy import load_policy
@@ -46,14 +47,19 @@ def policy_for(spec: str, pipeline: str = "hiras") -> Policy:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-
     policy = policy_for(args.model, args.pipeline)
     manager = policy_for(args.manager_model, args.pipeline) if args.manager_model else None
     if args.model == DEMO_MODEL and manager is not None:
         raise UserInputError("--manager-model cannot be combined with --model scripted-demo (one script serves all agents)")
+    if args.pipeline != "papercoder" and args.repair_rounds:
+        raise UserInputError("--repair-rounds is the PaperCoder baseline's repair stage (--pipeline papercoder); "
+                             "HiRAS runs and fixes code with its execution agent")
     config = HirasConfig(step_multiplier=args.step_multiplier, command_timeout_s=args.command_timeout_s,
                          max_new_tokens=args.max_new_tokens)
-    results = reproduce_batch(args.papers, policy, args.out_dir, args.pipeline, manager, config, _prices(args))
+    baseline = PaperCoderConfig(max_new_tokens=args.max_new_tokens, repair_rounds=args.repair_rounds,
+                                command_timeout_s=args.command_timeout_s)
+    results = reproduce_batch(args.papers, policy, args.out_dir, args.pipeline, manager, config, _prices(args),
+                              baseline)
     for paper, status in results.items():
         tokens = status.get("usage", {}).get("total", {})
         usd = status.get("cost", {}).get("usd")
@@ -117,6 +123,9 @@ def add_research_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--step-multiplier", type=float, default=1.0, help="scales every agent's step budget")
     p.add_argument("--command-timeout-s", type=float, default=60.0, help="wall limit of each sandboxed command")
     p.add_argument("--max-new-tokens", type=int, default=2048, help="longest reply of one agent call, in tokens")
+    p.add_argument("--repair-rounds", type=int, default=0,
+                   help="PaperCoder only: rounds of run-and-repair after coding, like Paper2Code's debugging "
+                        "step (default 0: the released pipeline, which never runs the code)")
     p.add_argument("--usd-per-mtok-prompt", type=float, default=None,
                    help="price of a million prompt tokens in US dollars (with the next flag: cost in usage.json)")
     p.add_argument("--usd-per-mtok-completion", type=float, default=None,

@@ -131,6 +131,13 @@ class CommandResult:
         return self.exit_code == 0
 
 
+def command_sandbox(command_timeout_s: float, memory_mb: int) -> Sandbox:
+    """A one-worker sandbox for `run_command` (subprocesses allowed, no cache: a rerun must really run),
+    its job limit a margin above the command's own wall limit so the launcher can still report."""
+    return Sandbox(workers=1, allow_subprocess=True, cache=False, timeout_s=command_timeout_s + 15.0,
+                   memory_mb=memory_mb)
+
+
 def run_command(sandbox: Sandbox, workspace: Workspace, command: str, timeout_s: float = 60.0) -> CommandResult:
     """Run `command` over a copy of `workspace` in `sandbox` (which must allow subprocesses)."""
     if not sandbox.allow_subprocess:

@@ -24,7 +24,7 @@ from coral.config import UserInputError
 from coral.hiras.hiras import HirasConfig, HirasRun, record_to_dict
 from coral.hiras.llm import Prices, priced
 from coral.hiras.paper import load_paper
-from coral.hiras.papercoder import PaperCoder
+from coral.hiras.papercoder import PaperCoder, PaperCoderConfig
 from coral.hiras.report import write_html
 from coral.hiras.workspace import file_tree
 from coral.policy.base import Policy
@@ -73,13 +73,13 @@ def run_hiras(paper_path: str | Path, policy: Policy, run_dir: str | Path, manag
     return status
 
 
-def run_papercoder(paper_path: str | Path, policy: Policy, run_dir: str | Path, max_new_tokens: int = 2048,
-                   prices: Prices | None = None) -> dict:
+def run_papercoder(paper_path: str | Path, policy: Policy, run_dir: str | Path,
+                   config: PaperCoderConfig = PaperCoderConfig(), prices: Prices | None = None) -> dict:
     run_dir = Path(run_dir)
     status = _read_status(run_dir)
     if status.get("status") == "done":
         return status
-    result = PaperCoder(policy, run_dir, max_new_tokens).run(load_paper(paper_path))
+    result = PaperCoder(policy, run_dir, config).run(load_paper(paper_path))
     usage = priced(result.usage, prices)
     (run_dir / "usage.json").write_text(json.dumps(usage, indent=1))
     status = {**_read_status(run_dir), "pipeline": "papercoder", "usage": usage, "cost": _cost(usage),
@@ -90,8 +90,10 @@ def run_papercoder(paper_path: str | Path, policy: Policy, run_dir: str | Path, 
 
 def reproduce_batch(papers: Sequence[str | Path], policy: Policy, out_dir: str | Path, pipeline: str = "hiras",
                     manager_policy: Policy | None = None, config: HirasConfig = HirasConfig(),
-                    prices: Prices | None = None) -> dict[str, dict]:
-    """Run every paper into `<out_dir>/<stem>/`; a failure is recorded and the batch goes on."""
+                    prices: Prices | None = None,
+                    papercoder_config: PaperCoderConfig = PaperCoderConfig()) -> dict[str, dict]:
+    """Run every paper into `<out_dir>/<stem>/`; a failure is recorded and the batch goes on. `config`
+    is HiRAS's, `papercoder_config` the baseline's."""
     if pipeline not in PIPELINES:
         raise UserInputError(f"pipeline {pipeline!r} is not one of {PIPELINES}")
     results = {}
@@ -101,7 +103,7 @@ def reproduce_batch(papers: Sequence[str | Path], policy: Policy, out_dir: str |
             if pipeline == "hiras":
                 results[str(paper)] = run_hiras(paper, policy, run_dir, manager_policy, config, prices)
             else:
-                results[str(paper)] = run_papercoder(paper, policy, run_dir, config.max_new_tokens, prices)
+                results[str(paper)] = run_papercoder(paper, policy, run_dir, papercoder_config, prices)
         except Exception as exc:  # one paper's failure must not stop the batch; it is recorded, not hidden
             log.error("reproduce %s failed: %s: %s", paper, type(exc).__name__, exc)
             status = {"status": "failed", "error": f"{type(exc).__name__}: {exc}", "pipeline": pipeline}

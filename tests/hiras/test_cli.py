@@ -99,3 +99,17 @@ def test_reproduce_with_one_price_is_a_one_line_error(tmp_path, capsys):
     assert rc != 0
     assert "--usd-per-mtok-completion" in capsys.readouterr().err
 
+
+def test_reproduce_papercoder_with_repair_rounds_runs_the_repository(tmp_path):
+    out = tmp_path / "out"
+    assert main(["reproduce", str(FIXTURE_PAPER), "--model", "scripted-demo", "--pipeline", "papercoder",
+                 "--out-dir", str(out), "--repair-rounds", "1"]) == 0
+    status = json.loads((out / "ncs_paper/status.json").read_text())
+    assert status["final_exit_code"] == 0 and status["repairs"] == []  # it ran at once: nothing to repair
+
+
+@pytest.mark.parametrize("pipeline, flag, words", [("hiras", ["--repair-rounds", "1"], "PaperCoder baseline's repair")])
+def test_a_flag_of_the_other_pipeline_is_a_one_line_error(tmp_path, capsys, pipeline, flag, words):
+    rc = main(["reproduce", str(FIXTURE_PAPER), "--model", "scripted-demo", "--pipeline", pipeline,
+               "--out-dir", str(tmp_path), *flag])
+    assert rc == 2 and words in capsys.readouterr().err

@@ -54,12 +54,34 @@ def test_unparsable_architecture_is_reported_as_data(tmp_path):
     assert json.loads((tmp_path / "status.json").read_text())["status"] == "failed"
 
 
-def test_a_coding_reply_without_code_skips_that_file_and_goes_on(tmp_path):
+def test_a_coding_reply_without_a_fenced_block_is_written_whole_as_paper2code_does(tmp_path):
     replies = papercoder_replies()
-    replies[8] = "Sorry, I cannot write data.py."
+    replies[8] = "<think>no fence today</think>def make_split():\n    return []\n"
     result, _ = run(tmp_path, replies)
-    assert result.errors == ["coding data.py: no fenced code block in the reply; file not written"]
-    assert result.files == ["snc.py", "main.py"] and not (tmp_path / "repo/data.py").exists()
+    assert result.errors == ["coding data.py: no fenced code block; the whole reply is the file"]
+    assert result.files == list(FILES)
+    assert (tmp_path / "repo/data.py").read_text() == "def make_split():\n    return []"
+
+
+def test_coding_and_analysis_prompts_hold_the_logic_design_and_no_stdlib_rule(tmp_path):
+    _, policy = run(tmp_path, papercoder_replies())
+    logic_reply = papercoder_replies()[2]
+    analyses, codings = policy.calls[4:7], policy.calls[7:]
+    for chat in analyses + codings:
+        assert logic_reply in chat[-1]["content"]  # the logic design as the model wrote it
+        assert "standard library" not in " ".join(m["content"] for m in chat)
+    assert "Write a detailed logic analysis of the file snc.py (intended for: implements snc.py)" in analyses[0][-1]["content"]
+    assert "Analysis of snc.py: follow the paper." in codings[0][-1]["content"]
+
+
+def test_only_the_task_list_entry_config_yaml_is_left_uncoded(tmp_path):
+    replies = papercoder_replies()
+    logic = {"Logic Analysis": [], "Task list": ["snc.py", "configs/extra.yaml", "config.yaml"]}
+    replies[2] = f"[CONTENT]{json.dumps(logic)}[/CONTENT]"
+    replies[4:] = ["analysis of snc.py", "analysis of extra.yaml", "```python\nx = 1\n```", "```yaml\nk: 2\n```"]
+    result, _ = run(tmp_path, replies)
+    assert result.files == ["snc.py", "configs/extra.yaml"]
+    assert (tmp_path / "repo/configs/extra.yaml").read_text() == "k: 2\n"
 
 
 def test_a_task_list_path_leaving_the_repository_fails_before_any_file_call(tmp_path):
