@@ -51,11 +51,14 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     manager = policy_for(args.manager_model, args.pipeline) if args.manager_model else None
     if args.model == DEMO_MODEL and manager is not None:
         raise UserInputError("--manager-model cannot be combined with --model scripted-demo (one script serves all agents)")
+    if args.pipeline == "papercoder" and args.paper_in_prompt:
+        raise UserInputError("--paper-in-prompt is a HiRAS option; the PaperCoder baseline always has the paper "
+                             "in its prompts, as the original does")
     if args.pipeline != "papercoder" and args.repair_rounds:
         raise UserInputError("--repair-rounds is the PaperCoder baseline's repair stage (--pipeline papercoder); "
                              "HiRAS runs and fixes code with its execution agent")
     config = HirasConfig(step_multiplier=args.step_multiplier, command_timeout_s=args.command_timeout_s,
-                         max_new_tokens=args.max_new_tokens)
+                         max_new_tokens=args.max_new_tokens, paper_in_prompt=args.paper_in_prompt)
     baseline = PaperCoderConfig(max_new_tokens=args.max_new_tokens, repair_rounds=args.repair_rounds,
                                 command_timeout_s=args.command_timeout_s)
     results = reproduce_batch(args.papers, policy, args.out_dir, args.pipeline, manager, config, _prices(args),
@@ -126,6 +129,9 @@ def add_research_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repair-rounds", type=int, default=0,
                    help="PaperCoder only: rounds of run-and-repair after coding, like Paper2Code's debugging "
                         "step (default 0: the released pipeline, which never runs the code)")
+    p.add_argument("--paper-in-prompt", action="store_true",
+                   help="HiRAS only: paste the paper into every agent's prompt (coral's earlier variant) instead "
+                        "of giving it as the workspace file paper.md (.tex, .json) that agents read")
     p.add_argument("--usd-per-mtok-prompt", type=float, default=None,
                    help="price of a million prompt tokens in US dollars (with the next flag: cost in usage.json)")
     p.add_argument("--usd-per-mtok-completion", type=float, default=None,

@@ -1,7 +1,8 @@
 """Scripted replies that reproduce the fixture paper, for tests, the bench and `--model scripted-demo`.
 
 `papercoder_replies()` answers the PaperCoder stages in order; `hiras_replies()` gives each HiRAS
-agent its replies in the order it is called, with one deliberate bug: the first coding call writes
+agent its replies in the order it is called (agents read the paper from the workspace file paper.md,
+and several replies hold more than one action), with one deliberate bug: the first coding call writes
 `main.py` with a wrong import, the execution agent reports the error, the manager calls the coding
 agent again with that feedback, and the second execution succeeds. `ScriptedAgents` serves such
 per-agent scripts as one policy, recognising the agent by the name in its system prompt.
@@ -56,32 +57,37 @@ def _done(summary: str, status: str = "success") -> str:
 
 
 def hiras_replies() -> dict[str, list[str]]:
-    """Per-agent scripts of a full HiRAS run on the fixture with one fix-and-rerun round."""
+    """Per-agent scripts of a full HiRAS run on the fixture with one fix-and-rerun round; several steps
+    hold more than one action (the analyses in one step, the three files in one step)."""
     broken_main = _fixture("main.py").replace("from snc import fit, predict", "from snc import fit, predicts")
     return {
-        "manager": [_act("planning_manager", task="Plan the reproduction of the SNC paper."),
+        "manager": [_act("read_file", path="paper.md"),
+                    _act("planning_manager", task="Plan the reproduction of the SNC paper in paper.md."),
                     _act("analysis_agent", task="Analyse each file of the task list."),
                     _act("coding_agent", task="Write every file of the task list."),
                     _act("execution_agent", task="Run python main.py and report."),
                     _act("coding_agent", task="Execution failed: ImportError in main.py. Fix it."),
                     _act("execution_agent", task="Run python main.py again and report."),
                     _done("The repository runs and prints both accuracies.")],
-        "planning_manager": [_act(a, task=f"Write the {a.split('_')[0]} part of the plan.") for a in
+        "planning_manager": [_act(a, task=f"Read paper.md and write the {a.split('_')[0]} part of the plan.") for a in
                              ("general_planner", "architecture_planner", "dependency_planner", "config_planner")]
                             + [_done("plan/ holds the plan, architecture, task list and config.yaml")],
-        "general_planner": [_write("plan/plan.md", "Fit shrunken centroids; 20 seeds; print accuracy per lambda.\n"),
+        "general_planner": [_act("read_file", path="paper.md"),
+                            _write("plan/plan.md", "Fit shrunken centroids; 20 seeds; print accuracy per lambda.\n"),
                             _done("wrote plan/plan.md")],
         "architecture_planner": [_act("read_file", path="plan/plan.md"),
                                  _write("plan/architecture.md", "snc.py: fit, predict\ndata.py: make_split\n"
-                                                                "main.py: experiment\n"),
-                                 _done("wrote plan/architecture.md")],
+                                                                "main.py: experiment\n") + "\n"
+                                 + _done("wrote plan/architecture.md")],
         "dependency_planner": [_write("plan/task_list.json", json.dumps({"Task list": list(FILES)}) + "\n"),
                                _done("wrote plan/task_list.json")],
-        "config_planner": [_write("config.yaml", _fixture("config.yaml")), _done("wrote config.yaml")],
-        "analysis_agent": [_write(f"plan/analysis/{f}.md", f"{f}: follow section 1 and 2.\n") for f in FILES]
-                          + [_done("wrote one analysis per file")],
-        "coding_agent": [_act("read_file", path="plan/task_list.json"), _write("snc.py", _fixture("snc.py")),
-                         _write("data.py", _fixture("data.py")), _write("main.py", broken_main),
+        "config_planner": [_act("read_file", path="paper.md"), _write("config.yaml", _fixture("config.yaml")),
+                           _done("wrote config.yaml")],
+        "analysis_agent": ["\n".join(_write(f"plan/analysis/{f}.md", f"{f}: follow section 1 and 2.\n") for f in FILES),
+                           _done("wrote one analysis per file")],
+        "coding_agent": [_act("read_file", path="plan/task_list.json") + "\n" + _act("read_file", path="paper.md"),
+                         "\n".join([_write("snc.py", _fixture("snc.py")), _write("data.py", _fixture("data.py")),
+                                    _write("main.py", broken_main)]),
                          _done("wrote snc.py, data.py, main.py"),
                          _act("read_file", path="main.py"), _write("main.py", _fixture("main.py")),
                          _done("fixed the import in main.py")],

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from coral.config import UserInputError
-from coral.hiras.hiras import HirasConfig, HirasRun, record_to_dict
+from coral.hiras.hiras import PAPER_FILES, HirasConfig, HirasRun, record_to_dict
 from coral.hiras.llm import Prices, priced
 from coral.hiras.paper import load_paper
 from coral.hiras.papercoder import PaperCoder, PaperCoderConfig
@@ -55,7 +55,7 @@ def run_hiras(paper_path: str | Path, policy: Policy, run_dir: str | Path, manag
         return status
     paper = load_paper(paper_path)
     run = HirasRun(policy, run_dir, manager_policy, config)
-    existing = run.workspace.files()
+    existing = [f for f in run.workspace.files() if f not in PAPER_FILES.values()]  # the paper is put there each time
     task = TASK if not existing else (f"{TASK}\nAn earlier attempt stopped; the workspace already holds:\n"
                                       f"{file_tree(existing)}\nContinue from these files.")
     start = time.perf_counter()

@@ -108,7 +108,8 @@ def test_reproduce_papercoder_with_repair_rounds_runs_the_repository(tmp_path):
     assert status["final_exit_code"] == 0 and status["repairs"] == []  # it ran at once: nothing to repair
 
 
-@pytest.mark.parametrize("pipeline, flag, words", [("hiras", ["--repair-rounds", "1"], "PaperCoder baseline's repair")])
+@pytest.mark.parametrize("pipeline, flag, words", [("hiras", ["--repair-rounds", "1"], "PaperCoder baseline's repair"),
+                                                   ("papercoder", ["--paper-in-prompt"], "is a HiRAS option")])
 def test_a_flag_of_the_other_pipeline_is_a_one_line_error(tmp_path, capsys, pipeline, flag, words):
     rc = main(["reproduce", str(FIXTURE_PAPER), "--model", "scripted-demo", "--pipeline", pipeline,
                "--out-dir", str(tmp_path), *flag])

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from coral.hiras.agents import AGENTS, parse_action, step_budgets
+from coral.hiras.agents import AGENTS, step_budgets
 from coral.hiras.demo import ScriptedAgents, hiras_replies
 from coral.hiras.hiras import HirasConfig, HirasRun
 from coral.hiras.paper import FIXTURE_PAPER, FIXTURE_REFERENCE, load_paper
@@ -46,7 +46,7 @@ def test_full_run_fixes_the_repository_after_a_failed_execution(full_run):
 def test_the_manager_sees_each_report_with_the_workspace_tree(full_run):
     _, policy, _ = full_run
     manager_chats = [m for agent, m in policy.calls if agent == "manager"]
-    after_coding = manager_chats[3][-1]["content"]  # the observation following the first coding call
+    after_coding = manager_chats[4][-1]["content"]  # the observation following the first coding call
     assert after_coding.startswith('Observation:\nReport of coding_agent: {"agent": "coding_agent"')
     assert "Workspace after the call:\n" in after_coding and "\nmain.py\n" in after_coding
 
@@ -136,12 +136,25 @@ def test_in_a_batch_one_failing_paper_does_not_stop_the_rest(tmp_path):
     assert json.loads((tmp_path / "out/missing/status.json").read_text())["status"] == "failed"
 
 
-def test_parse_action_takes_write_content_from_the_fenced_block():
+def test_parse_actions_takes_write_content_from_the_fenced_block():
+    from coral.hiras.agents import parse_actions
+
     reply = 'I will write it.\n```json\n{"tool": "write_file", "args": {"path": "a.py"}}\n```\n```python\nx = 1\n```'
-    assert parse_action(reply) == ("write_file", {"path": "a.py", "content": "x = 1\n"})
-    assert parse_action('<think>{"tool": "x"}</think>{"tool": "list_files"}') == ("list_files", {})
-    assert parse_action("no action").startswith("no action")
-    assert parse_action('{"tool": "read_file", "args": [1]}') == "the args of 'read_file' must be a JSON object"
+    assert parse_actions(reply) == [("write_file", {"path": "a.py", "content": "x = 1\n"})]
+    assert parse_actions('<think>{"tool": "x"}</think>{"tool": "list_files"}') == [("list_files", {})]
+    assert parse_actions("no action").startswith("no action")
+    assert parse_actions('{"tool": "read_file", "args": [1]}') == "the args of 'read_file' must be a JSON object"
+
+
+def test_parse_actions_reads_several_actions_each_write_taking_the_block_after_it():
+    from coral.hiras.agents import parse_actions
+
+    reply = ('```json\n{"tool": "write_file", "args": {"path": "a.py"}}\n```\n```python\na = 1\n```\n'
+             '```json\n{"tool": "write_file", "args": {"path": "t.json"}}\n```\n```json\n{"Task list": ["a.py"]}\n```\n'
+             '```json\n[{"tool": "read_file", "args": {"path": "a.py"}}, {"tool": "list_files"}]\n```')
+    assert parse_actions(reply) == [("write_file", {"path": "a.py", "content": "a = 1\n"}),
+                                    ("write_file", {"path": "t.json", "content": '{"Task list": ["a.py"]}\n'}),
+                                    ("read_file", {"path": "a.py"}), ("list_files", {})]
 
 
 def test_step_budgets_scale_with_one_multiplier():
@@ -151,3 +164,25 @@ def test_step_budgets_scale_with_one_multiplier():
     assert step_budgets(2)["coding_agent"] == 64
     with pytest.raises(ValueError, match="step_multiplier must be > 0"):
         step_budgets(0)
+
+
+def test_the_paper_is_a_workspace_file_that_agents_read_not_text_in_their_prompts(full_run):
+    tmp_path, policy, _ = full_run
+    paper = load_paper(FIXTURE_PAPER).text
+    assert (tmp_path / "workspace/paper.md").read_text() == paper
+    systems = {agent: chat[0]["content"] for agent, chat in policy.calls}
+    assert len(systems) == len(AGENTS)
+    for system in systems.values():
+        assert "The paper to reproduce is the workspace file paper.md" in system
+        assert "Shrunken" not in system and paper[:200] not in system
+    general = [chat for agent, chat in policy.calls if agent == "general_planner"]
+    assert general[1][-1]["content"] == "Observation:\n" + paper  # its first step read the whole paper
+
+
+def test_a_hiras_workspace_is_judged_on_its_code_and_config_only(full_run):
+    from coral.hiras.workspace import repo_files
+
+    workspace = full_run[0] / "workspace"
+    assert {"plan/plan.md", "plan/task_list.json", "paper.md"} <= {p.relative_to(workspace).as_posix()
+                                                                    for p in workspace.rglob("*")}
+    assert list(repo_files(workspace)) == ["config.yaml", "data.py", "main.py", "snc.py"]
