@@ -6,7 +6,8 @@ sandbox (`python main.py`) and judged by ref-free, ref-based (gold: the fixture'
 implementation) and P2C-Ex with --judge-model (default: --model), --n samples each. Every pipeline is
 judged on the same kind of file set: code and config (.py .sh .bash .yaml .yml), so HiRAS's planning
 notes (plan/*.md, plan/task_list.json) and the paper file in its workspace never reach a judge, as
-PaperCoder's artifacts/ never do. The judge prompts are the released files when
+PaperCoder's artifacts/ never do; a pipeline that wrote no repository is judged as an empty one, as
+P2C-Ex means to judge it. The judge prompts are the released files when
 --paper2code-checkout / --hiras-checkout give local checkouts of the official repositories, else
 coral's variants; the table's last line says which. Every judgement (files seen, prompt source and
 sha256, why each dropped sample was dropped) goes to --out-dir/judges.json. The gold repository is
@@ -54,6 +55,7 @@ def reproduce(pipeline: str, args: argparse.Namespace) -> tuple[Path, dict, floa
     except Exception as exc:  # a model that breaks a pipeline is a result of the bench, printed as such
         status = {"status": f"crashed: {type(exc).__name__}: {exc}"[:80]}
     repo = run_dir / ("workspace" if pipeline == "hiras" else "repo")
+    repo.mkdir(parents=True, exist_ok=True)  # a pipeline that wrote nothing is judged as an empty repository
     return repo, status, time.perf_counter() - start
 
 
@@ -96,13 +98,10 @@ def main() -> None:
         for pipeline in ("hiras", "papercoder", "gold"):
             repo, status, wall_s = ((FIXTURE_REFERENCE, {"status": "reference"}, 0.0) if pipeline == "gold"
                                     else reproduce(pipeline, args))
-            files = list(repo_files(repo)) if repo.is_dir() else []
+            files = list(repo_files(repo))
             ran = run_command(sandbox, Workspace(repo), "python main.py", 60.0) if "main.py" in files else None
             scores, judge_tokens = {}, 0
             for protocol in PROTOCOLS:
-                if not repo.is_dir():
-                    scores[protocol] = "no repo"
-                    continue
                 try:
                     result = judge_repo(repo, paper, judge, protocol, FIXTURE_REFERENCE, n=args.n,
                                         max_new_tokens=args.max_new_tokens, checkouts=checkouts)
@@ -112,7 +111,8 @@ def main() -> None:
                 judged[f"{pipeline}/{protocol}"] = result.to_dict()
                 sources.add(f"{protocol}: {result.prompt_source}")
                 judge_tokens += sum(result.usage.values())
-                scores[protocol] = "none valid" if result.score is None else f"{result.score:.2f} ({result.valid_n}/{result.n})"
+                shown = "none valid" if result.score is None else f"{result.score:.2f}"
+                scores[protocol] = f"{shown} ({result.valid_n}/{result.n})"
             tokens = status.get("usage", {}).get("total", {})
             rows[pipeline] = [status["status"], f"{len(files)}: {' '.join(files)}",
                               "-" if ran is None else str(ran.exit_code),

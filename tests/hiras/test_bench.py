@@ -34,3 +34,13 @@ def test_bench_uses_the_released_prompt_files_of_the_given_checkouts(tmp_path, m
     assert prompts == (f"prompts: p2c-ex: {CHECKOUTS / 'HiRAS/prompts/p2c-ex/p2c-ex.yaml'}; "
                        f"ref-based: {CHECKOUTS / 'Paper2Code/data/prompts/ref_based.txt'}; "
                        f"ref-free: {CHECKOUTS / 'Paper2Code/data/prompts/ref_free.txt'}")
+
+
+def test_a_pipeline_that_wrote_nothing_is_judged_as_an_empty_repository(tmp_path, monkeypatch, capsys):
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps(["I cannot help with that."]))  # no action, no file list, no judgement
+    rows, _ = run_bench(monkeypatch, capsys, "--out-dir", str(tmp_path / "out"), "--model", f"scripted:{replies}",
+                        "--step-multiplier", "0.1")
+    assert rows["hiras"][1] == "budget_exhausted" and rows["papercoder"][1] == "failed"
+    for name in ("hiras", "papercoder"):
+        assert rows[name][2] == "0: " and rows[name][7:10] == ["none valid (0/2)"] * 3  # asked, like any repository
