@@ -15,7 +15,9 @@ one of its protocol's placeholders is refused with its path, so a prompt never g
 
 Filling, as Paper2Code's eval.py fills its files: {{Paper}} is the paper's text (an s2orc JSON paper as
 eval.py formats the loaded object, `f"{paper_json}"`: Python's repr of the dict); {{Code}} and {{GoldCode}}
-are one "```## File name: <path>\\n<text>\\n```\\n\\n" per file. {{File_Count}} is the number of target files
+are one "```## File name: <path>\\n<text>\\n```\\n\\n" per file, the form eval.py gives any repository
+(its --papercoder form, the task list's .py files then config.yaml, needs PaperCoder's planning
+artifacts; one form for every pipeline lists them alike). {{File_Count}} is the number of target files
 and {{File_Structure}} a newline and the tree of coral.hiras.workspace (HiRAS does not release its filler,
 so both formats are coral's). One difference: all placeholders are replaced in one pass, where eval.py
 replaces them one after another (a paper containing the text "{{Code}}" would receive the code there).
