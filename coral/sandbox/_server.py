@@ -36,7 +36,8 @@ import warnings
 import _confine
 import _measure
 import _rundir
-from _roles import JUDGE_CONTROL_FD, run_candidate_assert, run_candidate_stdio, serve_judge
+from _judge import JUDGE_CONTROL_FD, serve_judge
+from _roles import run_candidate_assert, run_candidate_stdio
 from _wire import recv_request
 
 # Imported once here, so a program importing them finds them in sys.modules instead of executing

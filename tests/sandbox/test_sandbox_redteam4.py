@@ -1,0 +1,50 @@
+"""Fourth red-team round (2026-12-06), the findings that are not channels between jobs (those are in
+test_sandbox_channels.py). Before the fixes:
+- a test that expects an exception and catches broadly (`except Exception`, a bare `except:`, unittest's
+  `assertRaises(Exception)`) passed a program that exited, returned a value the judge cannot check or
+  garbled its reply: the judge's own failure signals were ordinary exceptions that the test swallowed;
+Both isolation modes where it applies."""
+
+from __future__ import annotations
+
+import pytest
+from sandbox_helpers import asserts
+
+BROAD_CATCHES = {
+    "except_exception": "try:\n    candidate(-1)\nexcept Exception:\n    pass\nelse:\n    raise AssertionError('no error')",
+    "bare_except": "try:\n    candidate(-1)\nexcept:\n    pass\nelse:\n    raise AssertionError('no error')",
+    "base_exception_then_more_asserts": ("try:\n    candidate(-1)\nexcept BaseException:\n    pass\n"
+                                         "else:\n    raise AssertionError('no error')\nassert True"),
+    "unittest_assert_raises": "import unittest\nunittest.TestCase().assertRaises(Exception, candidate, -1)",
+}
+# programs that never raise what the test expects, yet made the judging fail
+JUDGE_FAILURES = {
+    "os_exit": "import os\ndef f(x):\n    os._exit(0)\n",
+    "value_the_judge_cannot_check": "class O:\n    pass\ndef f(x):\n    return O()\n",
+    "garbled_reply": "import os, struct\ndef f(x):\n    os.write(4, struct.pack('<Q', 5) + b'xxxxx')\n    return 1\n",
+    "forged_reply_with_a_wrong_token": ("import json, os, struct\ndef f(x):\n    body = json.dumps(['ok', 1, 'x' * 32]).encode()\n"
+                                        "    os.write(4, struct.pack('<Q', len(body)) + body)\n    return 1\n"),
+    "no_entry_point": "def g(x):\n    raise ValueError(x)\n",
+    "entry_point_not_callable": "f = 3\n",
+}
+
+
+@pytest.mark.parametrize("catch", sorted(BROAD_CATCHES))
+@pytest.mark.parametrize("program", sorted(JUDGE_FAILURES))
+def test_a_broad_except_in_the_test_does_not_pass_a_program_that_made_the_judging_fail(sandbox, program, catch):
+    result = sandbox.run(JUDGE_FAILURES[program], asserts(BROAD_CATCHES[catch]), entry_point="f", timeout_s=2.0)
+    assert result.tests[0].verdict == "error", (program, catch, result)
+
+
+@pytest.mark.parametrize("catch", sorted(BROAD_CATCHES))
+def test_a_broad_except_still_passes_a_program_that_raises_and_fails_one_that_does_not(sandbox, catch):
+    raises = sandbox.run("def f(x):\n    raise ValueError(x)\n", asserts(BROAD_CATCHES[catch]), entry_point="f")
+    assert raises.passed, raises
+    returns = sandbox.run("def f(x):\n    return x\n", asserts(BROAD_CATCHES[catch]), entry_point="f")
+    assert returns.tests[0].verdict == "fail", returns
+
+
+def test_a_test_whose_arguments_cannot_be_sent_is_an_error_for_every_program(sandbox):
+    test = "try:\n    candidate(lambda: 0)\nexcept Exception:\n    pass\nelse:\n    raise AssertionError('no error')"
+    result = sandbox.run("def f(x):\n    return x()\n", asserts(test), entry_point="f")
+    assert result.tests[0].verdict == "error" and "cannot send" in result.tests[0].message, result
