@@ -3,7 +3,9 @@
 The seccomp program is assembled once (`build_seccomp`) in the fork server and installed by each
 forked child after patching in its own pid (`install_seccomp`). It is a deny-list returning EPERM
 for networking, process creation (unless subprocesses are allowed), signalling other processes or
-changing their scheduling, tracing, namespaces, mounts, io_uring, bpf, keyrings, inotify and module loading; an unknown architecture
+changing their scheduling, tracing, namespaces, mounts, io_uring and Linux AIO, bpf, keyrings, inotify and
+module loading, and it closes channels between jobs through shared kernel state (file locks, leases,
+dnotify, shared futexes, page-cache residency: `_channel_rules`); an unknown architecture
 or the x32 ABI is killed outright. The program is a binary search over syscall numbers: the
 kernel pre-evaluates each new filter for every syscall number when it is installed, and a linear
 chain of ~70 comparisons made that cost ~0.3 ms per child. Landlock (when the kernel has it)
@@ -80,7 +82,11 @@ _SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "setxattrat": (463, 463),
     "removexattr": (197, 14), "lremovexattr": (198, 15), "fremovexattr": (199, 16), "removexattrat": (466, 466),
     "file_setattr": (469, 469), "inotify_init": (253, None), "inotify_init1": (294, 26),
-    "inotify_add_watch": (254, 27),
+    "inotify_add_watch": (254, 27), "flock": (73, 32), "io_setup": (206, 0), "io_destroy": (207, 1),
+    "io_getevents": (208, 4), "io_submit": (209, 2), "io_cancel": (210, 3), "io_pgetevents": (333, 292),
+    "futex": (202, 98), "futex_waitv": (449, 449), "futex_wake": (454, 454), "futex_wait": (455, 455),
+    "futex_requeue": (456, 456), "preadv2": (327, 286), "pwritev2": (328, 287), "cachestat": (451, 451),
+    "mincore": (27, 232), "fadvise64": (221, 223), "madvise": (28, 233),
 }
 _NETWORK = ("socket", "socketpair", "connect", "bind", "listen", "accept", "accept4")
 _ALWAYS_DENIED = _NETWORK + (
@@ -104,6 +110,8 @@ _ALWAYS_DENIED = _NETWORK + (
     # inotify instances (128) and watches are counted per user, the host's user even from inside bwrap's
     # user namespace: two programs holding them left the host's file watchers without any
     "inotify_init", "inotify_init1", "inotify_add_watch",
+    # Linux AIO contexts count against fs.aio-max-nr, machine-wide: one program could take every one
+    "io_setup", "io_destroy", "io_getevents", "io_submit", "io_cancel", "io_pgetevents",
 )
 _SUBPROCESS = ("fork", "vfork", "execve", "execveat")
 # File metadata, which Landlock does not cover: denied when host files are visible (the fallback), where the
@@ -111,15 +119,30 @@ _SUBPROCESS = ("fork", "vfork", "execve", "execveat")
 _METADATA = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime",
              "utimes", "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
              "removexattr", "lremovexattr", "fremovexattr", "removexattrat", "file_setattr")
-# chattr (inode flags, fsxattr) on any file the program can open and owns
+# chattr (inode flags, fsxattr) and the inode generation on any file the program can open and owns (with bwrap
+# as root, the kernel counts the sandbox's uid as the owner of root's files)
 FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR = 0x40086602, 0x40046602, 0x401C5820
+FS_IOC_SETVERSION, FS_IOC32_SETVERSION = 0x40087602, 0x40047602
+# Channels between jobs through kernel state every job can reach (see docs/sandbox.md). fcntl: an allow-list;
+# record locks (POSIX, OFD) answer ENOSYS, as `flock` does: a lock on a shared read-only file is seen by every
+# job, and failing at once is kinder than ENOLCK (sqlite retries that as "busy" for 5 s; filelock forever);
+# leases, dnotify and write-life hints are refused. Futexes on shared keys (a page of a shared file is one) would let a waiter in
+# one job be woken by another: without FUTEX_PRIVATE_FLAG a wait returns EAGAIN at once (callers retry: they
+# spin instead of sleeping) and a wake or requeue wakes nobody and returns 0. Page-cache residency of shared
+# files is not reported (cachestat, mincore, RWF_NOWAIT reads) nor dropped on request (fadvise DONTNEED,
+# madvise COLD/PAGEOUT: advice that may be ignored, so 0).
+FCNTL_ALLOWED = (0, 1, 2, 3, 9, 11, 16, 1027, 1028, 1030, 1031, 1032, 1033, 1034)  # F_SETFL (4) is checked apart
+FCNTL_LOCKS = (5, 6, 7, 12, 13, 14, 36, 37, 38)  # F_GETLK, F_SETLK(W), their 64-bit and OFD forms
+FUTEX_PRIVATE_FLAG, FUTEX_CMD_MASK = 128, 127
+FUTEX_WAITS, FUTEX_WAKES = (0, 9), (1, 3, 4, 10)  # WAIT, WAIT_BITSET; WAKE, REQUEUE, CMP_REQUEUE, WAKE_BITSET
+RWF_NOWAIT, POSIX_FADV_DONTNEED, MADV_COLD, MADV_PAGEOUT = 8, 4, 20, 21
 
 
 def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("<HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-_LD_ABS, _JEQ, _JSET, _JGE, _JA, _RET = 0x20, 0x15, 0x45, 0x35, 0x05, 0x06
+_LD_ABS, _JEQ, _JSET, _JGE, _JA, _RET, _AND = 0x20, 0x15, 0x45, 0x35, 0x05, 0x06, 0x54
 
 
 def _errno(code: int) -> int:
@@ -161,11 +184,29 @@ def _arg_rules(checks: list[tuple[int, int, int, int]], default: int) -> list[by
     return out + [_ins(_RET, default)]
 
 
+def _value_rules(actions: dict[int, int], default: int) -> list[bytes]:
+    """Leaf block on the value already in A: the action of the value it equals, else `default`."""
+    out = []
+    for value, action in actions.items():
+        out += [_ins(_JEQ, value, 0, 1), _ins(_RET, action)]
+    return out + [_ins(_RET, default)]
+
+
 def _fcntl_rule(eperm: int) -> list[bytes]:
-    """fcntl: deny F_SETOWN, F_SETSIG, F_SETOWN_EX, and F_SETFL with O_ASYNC; allow the rest."""
-    owner = _arg_rules([(1, _JEQ, cmd, eperm) for cmd in (F_SETOWN, F_SETSIG, F_SETOWN_EX)], RET_ALLOW)[:-1]
-    return owner + [_ins(_LD_ABS, 16 + 8 * 1), _ins(_JEQ, F_SETFL, 0, 3), _ins(_LD_ABS, 16 + 8 * 2),
-                    _ins(_JSET, O_ASYNC, 0, 1), _ins(_RET, eperm), _ins(_RET, RET_ALLOW)]
+    """fcntl: the commands of FCNTL_ALLOWED, and F_SETFL without O_ASYNC (signal-driven I/O); record locks
+    ENOSYS; anything else (F_SETOWN, F_SETSIG, leases, dnotify, write hints, ...) EPERM."""
+    setfl = [_ins(_JEQ, F_SETFL, 0, 4), _ins(_LD_ABS, 16 + 8 * 2), _ins(_JSET, O_ASYNC, 0, 1), _ins(_RET, eperm),
+             _ins(_RET, RET_ALLOW)]
+    actions = {cmd: RET_ALLOW for cmd in FCNTL_ALLOWED} | {cmd: _errno(errno.ENOSYS) for cmd in FCNTL_LOCKS}
+    return [_ins(_LD_ABS, 16 + 8 * 1)] + setfl + _value_rules(actions, eperm)
+
+
+def _futex_rule() -> list[bytes]:
+    """futex: private operations as asked; a shared wait EAGAIN, a shared wake or requeue 0 (nobody woken),
+    any other shared operation (WAKE_OP, PI) ENOSYS."""
+    actions = {cmd: _errno(errno.EAGAIN) for cmd in FUTEX_WAITS} | {cmd: _errno(0) for cmd in FUTEX_WAKES}
+    return ([_ins(_LD_ABS, 16 + 8 * 1), _ins(_JSET, FUTEX_PRIVATE_FLAG, 0, 1), _ins(_RET, RET_ALLOW),
+             _ins(_AND, FUTEX_CMD_MASK)] + _value_rules(actions, _errno(errno.ENOSYS)))
 
 
 def _search_tree(rules: list[tuple[int, list[bytes]]]) -> list[bytes]:
@@ -206,8 +247,10 @@ def build_seccomp(allow_subprocess: bool, host_files_visible: bool = False) -> S
         clone_checks.append((0, _JSET, CLONE_THREAD, RET_ALLOW))
     rules[nr["clone"]] = _arg_rules(clone_checks, RET_ALLOW if allow_subprocess else eperm)
     rules[nr["fcntl"]] = _fcntl_rule(eperm)
-    ioctls = (FIOASYNC, FIOSETOWN, SIOCSPGRP, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR)
+    ioctls = (FIOASYNC, FIOSETOWN, SIOCSPGRP, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR,
+              FS_IOC_SETVERSION, FS_IOC32_SETVERSION)
     rules[nr["ioctl"]] = _arg_rules([(1, _JEQ, cmd, eperm) for cmd in ioctls], RET_ALLOW)
+    rules.update(_channel_rules(nr))
     if allow_subprocess:  # kill(-1) would reach every process of this uid
         rules[nr["kill"]] = _arg_rule(0, _JEQ, 0xFFFFFFFF, eperm, RET_ALLOW)
     else:  # only the own process group (pid 0)
@@ -224,6 +267,21 @@ def build_seccomp(allow_subprocess: bool, host_files_visible: bool = False) -> S
     if len(slots) != 1:
         raise ValueError(f"seccomp program must have one pid slot, found {len(slots)}")
     return SeccompProgram(bytearray(b"".join(out)), slots[0])
+
+
+def _channel_rules(nr: dict[str, int]) -> dict[int, list[bytes]]:
+    """The rules that keep jobs from signalling each other through shared kernel state (FCNTL_ALLOWED and
+    below): locks, shared futexes, page-cache residency."""
+    enosys, nothing = [_ins(_RET, _errno(errno.ENOSYS))], _errno(0)
+    rules = {nr[name]: enosys for name in ("futex_waitv", "futex_wake", "futex_wait", "futex_requeue", "cachestat",
+                                           "mincore")}
+    rules[nr["flock"]] = enosys
+    rules[nr["futex"]] = _futex_rule()
+    for name in ("preadv2", "pwritev2"):
+        rules[nr[name]] = _arg_rules([(5, _JSET, RWF_NOWAIT, _errno(errno.EOPNOTSUPP))], RET_ALLOW)
+    rules[nr["fadvise64"]] = _arg_rule(3, _JEQ, POSIX_FADV_DONTNEED, nothing, RET_ALLOW)
+    rules[nr["madvise"]] = _arg_rules([(2, _JEQ, MADV_COLD, nothing), (2, _JEQ, MADV_PAGEOUT, nothing)], RET_ALLOW)
+    return rules
 
 
 def install_seccomp(prog: SeccompProgram, pid: int) -> None:

@@ -3,9 +3,13 @@ test_sandbox_channels.py). Before the fixes:
 - a test that expects an exception and catches broadly (`except Exception`, a bare `except:`, unittest's
   `assertRaises(Exception)`) passed a program that exited, returned a value the judge cannot check or
   garbled its reply: the judge's own failure signals were ordinary exceptions that the test swallowed;
+- `io_setup` was allowed: one program could hold every Linux AIO context of the machine (fs.aio-max-nr).
 Both isolation modes where it applies."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 from sandbox_helpers import asserts
@@ -48,3 +52,45 @@ def test_a_test_whose_arguments_cannot_be_sent_is_an_error_for_every_program(san
     test = "try:\n    candidate(lambda: 0)\nexcept Exception:\n    pass\nelse:\n    raise AssertionError('no error')"
     result = sandbox.run("def f(x):\n    return x()\n", asserts(test), entry_point="f")
     assert result.tests[0].verdict == "error" and "cannot send" in result.tests[0].message, result
+
+
+AIO_HOARDER = """
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+IO_SETUP = {"x86_64": 206, "aarch64": 0}[os.uname().machine]
+def f(events):
+    context = ctypes.c_ulong(0)
+    took = libc.syscall(IO_SETUP, events, ctypes.byref(context)) == 0
+    time.sleep(1.0)  # holds them while the job runs
+    return took
+"""
+
+
+def _aio_contexts_in_use() -> int:
+    with open("/proc/sys/fs/aio-nr") as fh:
+        return int(fh.read())
+
+
+def test_a_program_cannot_take_the_machines_aio_contexts(sandbox):
+    # fs.aio-max-nr (65536 by default) is one pool for the whole machine: half of it here, to show the
+    # program took them without leaving the host's own io_setup failing for a second
+    with open("/proc/sys/fs/aio-max-nr") as fh:
+        half = int(fh.read()) // 2
+    before, seen = _aio_contexts_in_use(), []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.append(_aio_contexts_in_use())
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = sandbox.run(AIO_HOARDER, asserts(f"assert candidate({half}) is False"), entry_point="f", timeout_s=5.0)
+    finally:
+        done.set()
+        watcher.join()
+    assert result.passed, result
+    assert max(seen) - before < half, (before, max(seen))

@@ -20,6 +20,7 @@ import _confine  # noqa: E402  (the server-side modules are top-level inside the
 
 PID = 4242
 EPERM, ENOSYS = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+EAGAIN, EOPNOTSUPP, ZERO = (0x00050000 | code for code in (errno.EAGAIN, errno.EOPNOTSUPP, 0))
 COLUMN = {"x86_64": 0, "aarch64": 1}.get(platform.machine())
 ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}.get(platform.machine())
 pytestmark = pytest.mark.skipif(COLUMN is None, reason="no syscall table for this architecture")
@@ -35,6 +36,8 @@ def run_bpf(program: bytes, nr: int, arch: int, args: tuple[int, ...]) -> int:
             acc = struct.unpack_from("<I", data, k)[0]
         elif code == 0x06:  # BPF_RET | BPF_K
             return k
+        elif code == 0x54:  # BPF_ALU | BPF_AND | BPF_K
+            acc &= k
         elif code in (0x15, 0x35, 0x45):  # JEQ, JGE, JSET with a constant
             taken = acc == k if code == 0x15 else acc >= k if code == 0x35 else bool(acc & k)
             pc += jt if taken else jf
@@ -48,23 +51,46 @@ def run_bpf(program: bytes, nr: int, arch: int, args: tuple[int, ...]) -> int:
 METADATA = {"chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
             "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "setxattrat", "removexattr",
             "lremovexattr", "fremovexattr", "removexattrat", "file_setattr"}
-# FIOASYNC, FIOSETOWN, SIOCSPGRP (signal-driven I/O); FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR (chattr)
-DENIED_IOCTLS = (0x5452, 0x8901, 0x8902, 0x40086602, 0x40046602, 0x401C5820)
+# FIOASYNC, FIOSETOWN, SIOCSPGRP (signal-driven I/O); FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR (chattr);
+# FS_IOC_SETVERSION, FS_IOC32_SETVERSION (inode generation)
+DENIED_IOCTLS = (0x5452, 0x8901, 0x8902, 0x40086602, 0x40046602, 0x401C5820, 0x40087602, 0x40047602)
+# fcntl: F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_GETOWN, F_GETSIG, F_GETOWN_EX, F_DUPFD_QUERY, F_CREATED_QUERY,
+# F_DUPFD_CLOEXEC, F_SETPIPE_SZ, F_GETPIPE_SZ, F_ADD_SEALS, F_GET_SEALS, and F_SETFL (4) without O_ASYNC
+FCNTL_ALLOWED = {0, 1, 2, 3, 9, 11, 16, 1027, 1028, 1030, 1031, 1032, 1033, 1034}
+FCNTL_LOCKS = {5, 6, 7, 12, 13, 14, 36, 37, 38}  # F_GETLK, F_SETLK, F_SETLKW, their 64-bit forms, F_OFD_*
+UNREPORTED = {"futex_waitv", "futex_wake", "futex_wait", "futex_requeue", "cachestat", "mincore"}  # ENOSYS
+
+
+def _futex(op: int) -> int:
+    """Private futexes as asked; shared ones (a page of a shared file is one key for every job) never block
+    and never wake anybody."""
+    if op & 128:
+        return _confine.RET_ALLOW
+    return EAGAIN if op & 127 in (0, 9) else ZERO if op & 127 in (1, 3, 4, 10) else ENOSYS
 
 
 def expected(nr: int, args: tuple[int, ...], allow_subprocess: bool, host_files_visible: bool = False) -> int:
     names = {nums[COLUMN]: name for name, nums in _confine._SYSCALLS.items() if nums[COLUMN] is not None}
     name = names.get(nr, "")
+    args = tuple(args) + (0,) * (6 - len(args))
     denied = set(_confine._ALWAYS_DENIED) | (set() if allow_subprocess else set(_confine._SUBPROCESS))
     if name in denied or (host_files_visible and name in METADATA):
         return EPERM
     new_namespace = args[0] & _confine.CLONE_NEW_NAMESPACES
-    signal_io = args[1] in (8, 10, 15) or (args[1] == 4 and args[2] & 0o20000)  # F_SETOWN/SETSIG/SETOWN_EX, O_ASYNC
+    fcntl_allowed = args[1] in FCNTL_ALLOWED or (args[1] == 4 and not args[2] & 0o20000)  # O_ASYNC: signal-driven
+    if name in UNREPORTED:
+        return ENOSYS
     rules = {
         "clone3": ENOSYS,
         "clone": EPERM if new_namespace else _confine.RET_ALLOW if allow_subprocess or args[0] & _confine.CLONE_THREAD
         else EPERM,
-        "fcntl": EPERM if signal_io else _confine.RET_ALLOW,
+        "fcntl": ENOSYS if args[1] in FCNTL_LOCKS else _confine.RET_ALLOW if fcntl_allowed else EPERM,
+        "flock": ENOSYS,  # locks: not implemented here
+        "futex": _futex(args[1]),
+        "preadv2": EOPNOTSUPP if args[5] & 8 else _confine.RET_ALLOW,  # RWF_NOWAIT
+        "pwritev2": EOPNOTSUPP if args[5] & 8 else _confine.RET_ALLOW,
+        "fadvise64": ZERO if args[3] == 4 else _confine.RET_ALLOW,  # POSIX_FADV_DONTNEED
+        "madvise": ZERO if args[2] in (20, 21) else _confine.RET_ALLOW,  # MADV_COLD, MADV_PAGEOUT
         "ioctl": EPERM if args[1] in DENIED_IOCTLS else _confine.RET_ALLOW,
         "kill": (EPERM if args[0] == -1 else _confine.RET_ALLOW) if allow_subprocess
         else (_confine.RET_ALLOW if args[0] == 0 else EPERM),
@@ -81,7 +107,13 @@ ARGS = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (-1, 0, 0), (PID, 0, 0), (_confine.CLON
         (_confine.CLONE_THREAD | 0x10000000, 0, 0), (0x20000000, 0, 0), (3, 8, 0), (3, 10, 29), (3, 15, 0), (3, 4, 0o20000),
         (3, 4, 0o4000), (3, 2, 0o20000), (3, 0x5452, 0), (3, 0x8901, 0), (3, 0x8902, 0), (3, 0x5421, 0),
         (2, 0, 19), (2, 5, 19),  # setpriority(PRIO_USER, ...)
-        (3, 0x40086602, 0), (3, 0x40046602, 0), (3, 0x401C5820, 0), (3, 0x80086601, 0)]  # chattr set, get
+        (3, 0x40086602, 0), (3, 0x40046602, 0), (3, 0x401C5820, 0), (3, 0x80086601, 0),  # chattr set, get
+        (3, 0x40087602, 0), (3, 0x40047602, 0), (3, 0x80087601, 0),  # inode generation set, get
+        *((3, cmd, 0) for cmd in (3, 5, 6, 7, 9, 12, 14, 16, 36, 37, 38, 1024, 1025, 1026, 1027, 1030, 1031, 1034,
+                                   1035, 1036, 1037, 1038)),  # fcntl: dup, locks, leases, dnotify, pipes, hints
+        *((0, op, 0) for op in (0, 1, 3, 4, 5, 6, 9, 10, 13, 128, 129, 137, 134, 256, 265, 384)),  # futex ops
+        (3, 0, 0, 4), (3, 0, 0, 3), (0, 4096, 21), (0, 4096, 20), (0, 4096, 4),  # fadvise, madvise advice
+        (3, 0, 1, 0, 0, 8), (3, 0, 1, 0, 0, 0x10), (3, 0, 1, 0, 0, 9)]  # preadv2/pwritev2 flags (RWF_NOWAIT 8)
 
 
 @pytest.mark.parametrize("host_files_visible", [False, True])
@@ -90,8 +122,9 @@ def test_every_syscall_number_gets_the_specified_action(allow_subprocess, host_f
     prog = _confine.build_seccomp(allow_subprocess, host_files_visible)
     struct.pack_into("<I", prog.program, prog.pid_slot * 8 + 4, PID)
     program = bytes(prog.program)
-    wrong = [(nr, args) for nr in range(1024) for args in ARGS
-             if run_bpf(program, nr, ARCH, args + (0,) * 3) != expected(nr, args, allow_subprocess, host_files_visible)]
+    full = [args + (0,) * (6 - len(args)) for args in ARGS]
+    wrong = [(nr, args) for nr in range(1024) for args in full
+             if run_bpf(program, nr, ARCH, args) != expected(nr, args, allow_subprocess, host_files_visible)]
     assert wrong == []
 
 
@@ -128,3 +161,17 @@ def test_another_architecture_and_x32_numbers_are_killed():
     assert run_bpf(program, 0, ARCH ^ 1, (0,) * 6) == _confine.RET_KILL
     if platform.machine() == "x86_64":
         assert run_bpf(program, 0x40000000 + 1, ARCH, (0,) * 6) == _confine.RET_KILL
+
+
+def test_the_spec_closes_locks_shared_futexes_and_page_cache_probes():
+    names = {nums[COLUMN]: name for name, nums in _confine._SYSCALLS.items() if nums[COLUMN] is not None}
+    nr = {name: number for number, name in names.items()}
+    assert expected(nr["flock"], (3, 2, 0), False) == ENOSYS
+    assert expected(nr["fcntl"], (3, 6, 0), True) == ENOSYS and expected(nr["fcntl"], (3, 37, 0), True) == ENOSYS
+    for cmd in (1024, 1026, 1036):  # F_SETLEASE, F_NOTIFY, F_SET_RW_HINT
+        assert expected(nr["fcntl"], (3, cmd, 0), True) == EPERM
+    assert expected(nr["futex"], (0, 128, 0), False) == _confine.RET_ALLOW  # FUTEX_WAIT_PRIVATE
+    assert expected(nr["futex"], (0, 0, 0), False) == EAGAIN and expected(nr["futex"], (0, 1, 0), False) == ZERO
+    assert expected(nr["preadv2"], (3, 0, 1, 0, 0, 8), False) == EOPNOTSUPP
+    for name in ("cachestat", "mincore", "io_setup", "io_submit"):
+        assert expected(nr[name], (0, 0, 0), True) in (ENOSYS, EPERM), name

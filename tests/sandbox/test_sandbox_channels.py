@@ -1,0 +1,179 @@
+"""Channels between jobs (fourth red-team round, 2026-12-06): a correct job that knows the answer tries to
+hand it to a wrong program running at the same time on another worker, or right after it on the same
+worker. The wrong program passes only if the channel works. Before the fixes each of these passed:
+- file locks (flock, POSIX record locks, OFD locks) and dnotify on the shared read-only interpreter files;
+- futexes on a page of a shared file (one kernel key for every process that maps it);
+- page-cache residency of shared files, set by reading or dropping pages and read back with cachestat,
+  mincore or RWF_NOWAIT reads.
+Both isolation modes (each `pair` fixture has two workers)."""
+
+from __future__ import annotations
+
+import pytest
+from sandbox_helpers import asserts, make_sandbox
+
+from coral.sandbox import Job
+
+ANSWER = 0xA5  # 8 bits a correct job knows and hands over; the wrong program returns what it received
+
+# Eight shared read-only files every job can open: stdlib modules that no test run imports.
+SHARED_FILES = ("import os\nSHARED = sorted(os.path.join(os.path.dirname(os.__file__), 'lib2to3', 'fixes', n)\n"
+                "                for n in os.listdir(os.path.join(os.path.dirname(os.__file__), 'lib2to3', 'fixes'))\n"
+                "                if n.startswith('fix_'))[:8]\n")
+
+LOCK_HOLDER = SHARED_FILES + """
+import fcntl, struct, time
+def f(answer, how):
+    held = []
+    if how == "dnotify":  # after the prober watches
+        time.sleep(0.4)
+    for bit, path in enumerate(SHARED):
+        if answer >> bit & 1:
+            fd = os.open(path, os.O_RDONLY)
+            held.append(fd)
+            try:
+                if how == "flock":
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                elif how == "posix":
+                    fcntl.fcntl(fd, fcntl.F_SETLK, struct.pack("hhqqi", fcntl.F_RDLCK, 0, 0, 1, 0))
+                elif how == "ofd":
+                    fcntl.fcntl(fd, 37, struct.pack("hhqqi", fcntl.F_RDLCK, 0, 0, 1, 0))  # F_OFD_SETLK
+                else:  # dnotify: the prober watches the directory; reading the file tells it
+                    os.read(fd, 1)
+            except OSError:
+                pass
+    time.sleep(1.0)
+    return answer
+"""
+LOCK_PROBER = SHARED_FILES + """
+import fcntl, signal, struct, time
+def _held(path, how):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if how == "flock":
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return False
+            except BlockingIOError:
+                return True
+        cmd = fcntl.F_GETLK if how == "posix" else 36  # F_OFD_GETLK
+        got = fcntl.fcntl(fd, cmd, struct.pack("hhqqi", fcntl.F_WRLCK, 0, 0, 1, 0))
+        return struct.unpack("hhqqi", got)[0] != fcntl.F_UNLCK
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+def f(how):
+    if how == "dnotify":  # one directory per bit would be needed for more: the first file's read is the bit
+        seen = []
+        signal.signal(signal.SIGIO, lambda *a: seen.append(1))
+        try:
+            fcntl.fcntl(os.open(os.path.dirname(SHARED[0]), os.O_RDONLY), fcntl.F_NOTIFY,
+                        fcntl.DN_ACCESS | fcntl.DN_MULTISHOT)
+        except OSError:
+            return None
+        time.sleep(0.9)
+        return ANSWER if seen else None
+    time.sleep(0.4)  # the holder has its locks by then
+    return sum(_held(path, how) << bit for bit, path in enumerate(SHARED))
+""".replace("ANSWER", str(ANSWER))
+
+
+@pytest.fixture(scope="module", params=["bwrap", "none"])
+def pair(request):
+    sandbox = make_sandbox(request.param, workers=2, timeout_s=5.0)
+    yield sandbox
+    sandbox.close()
+
+
+def _concurrently(sandbox, first: Job, second: Job):
+    return sandbox.run_many([first, second])
+
+
+@pytest.mark.parametrize("how", ["flock", "posix", "ofd", "dnotify"])
+def test_a_job_cannot_signal_a_concurrent_job_through_locks_or_dnotify_on_shared_files(pair, how):
+    holder = Job(LOCK_HOLDER, asserts(f"assert candidate({ANSWER}, {how!r}) == {ANSWER}"), "f")
+    prober = Job(LOCK_PROBER, asserts(f"assert candidate({how!r}) == {ANSWER}"), "f")
+    held, probed = _concurrently(pair, holder, prober)
+    assert held.passed, held  # a correct program that tries to lock is still judged correct
+    assert probed.tests[0].verdict == "fail", (how, probed)
+
+
+FUTEX = """
+import ctypes, os, struct, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+FUTEX = {"x86_64": 202, "aarch64": 98}[os.uname().machine]
+def _word():  # a page of a shared file: one futex key for every process that maps it
+    address = libc.mmap(None, 4096, 1, 1, os.open(os.__file__, os.O_RDONLY), 0)  # PROT_READ, MAP_SHARED
+    return address, ctypes.c_uint32.from_address(address).value
+def wake(answer):
+    address, _ = _word()
+    time.sleep(0.8)
+    libc.syscall(FUTEX, ctypes.c_void_p(address), 1, 1, None, None, 0)  # FUTEX_WAKE, shared
+    return answer
+def wait():
+    address, value = _word()
+    woken = libc.syscall(FUTEX, ctypes.c_void_p(address), 0, value, struct.pack("qq", 3, 0), None, 0) == 0
+    return ANSWER if woken else None  # 0: woken; -1: timed out, or refused
+""".replace("ANSWER", str(ANSWER))
+
+
+def test_a_job_cannot_wake_a_concurrent_job_through_a_futex_on_a_shared_file(pair):
+    waker = Job(FUTEX.replace("def wake", "def f"), asserts(f"assert candidate({ANSWER}) == {ANSWER}"), "f")
+    waiter = Job(FUTEX.replace("def wait", "def f"), asserts(f"assert candidate() == {ANSWER}"), "f")
+    woke, waited = _concurrently(pair, waiter, waker)[::-1]
+    assert woke.passed, woke
+    assert waited.tests[0].verdict == "fail", waited
+
+
+PAGE_CACHE = SHARED_FILES + """
+import ctypes, mmap
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+def write(answer):  # drop each file's pages, then read back those of the 1 bits
+    for bit, path in enumerate(SHARED):
+        fd = os.open(path, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if answer >> bit & 1:
+            os.read(fd, 4096)
+        os.close(fd)
+    return answer
+def _cached(path, how):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if how == "nowait":
+            try:
+                return os.preadv(fd, [bytearray(1)], 0, os.RWF_NOWAIT) == 1
+            except BlockingIOError:
+                return False
+        if how == "cachestat":
+            stats = ctypes.create_string_buffer(40)
+            if libc.syscall(451, fd, struct.pack("QQ", 0, 4096), stats, 0) != 0:
+                raise OSError(ctypes.get_errno(), "cachestat")
+            return struct.unpack("Q", stats.raw[:8])[0] > 0
+        address, vector = libc.mmap(None, 4096, 1, 1, fd, 0), ctypes.create_string_buffer(1)
+        if libc.mincore(ctypes.c_void_p(address), 4096, vector) != 0:
+            raise OSError(ctypes.get_errno(), "mincore")
+        return vector.raw[0] & 1 == 1
+    finally:
+        os.close(fd)
+def read(how):
+    try:
+        return sum(_cached(path, how) << bit for bit, path in enumerate(SHARED))
+    except OSError:
+        return None
+""".replace("import ctypes, mmap", "import ctypes, mmap, struct")
+
+
+@pytest.mark.parametrize("how", ["nowait", "cachestat", "mincore"])
+def test_a_job_cannot_leave_bits_in_the_page_cache_of_shared_files(pair, how):
+    writer = Job(PAGE_CACHE.replace("def write", "def f"), asserts(f"assert candidate({ANSWER}) == {ANSWER}"), "f")
+    reader = Job(PAGE_CACHE.replace("def read", "def f"), asserts(f"assert candidate({how!r}) == {ANSWER}"), "f")
+    assert pair.run_many([writer])[0].passed
+    result = pair.run_many([reader])[0]
+    assert result.tests[0].verdict == "fail", (how, result)
