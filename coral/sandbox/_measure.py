@@ -1,9 +1,10 @@
-"""Measurements of a forked child from the fork server: CPU time, resident and peak memory.
+"""Measurements of a candidate from the fork server: CPU time, resident and peak memory, run-dir files.
 
-Values come from the kernel (the per-process CPU clock, /proc/<pid>/statm and status, and
-clear_refs to reset the peak), never from the child itself, except the report a fresh candidate
-writes before any untrusted code runs (its RSS right after the fork, then whether confinement and
-compiling worked).
+Values come from the kernel (the per-process CPU clock, /proc/<pid>/statm and status, clear_refs to
+reset the peak, statvfs of the run dir's tmpfs), never from the candidate itself. The candidate's only
+word is its report, written before any untrusted code runs: whether confinement and compiling worked.
+/proc is read through a directory fd opened before the server covered /proc (candidates see an empty
+directory there), with the pid the candidate has in the server's namespace, read from its pidfd.
 
 This module does NOT decide verdicts or limits. Stdlib-only: it runs inside the sandbox.
 """
@@ -15,33 +16,42 @@ import select
 import time
 
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
+_PROC = [-1]  # a directory fd of the server's /proc (use_proc)
 
 
-def wait_readable(fd: int, deadline: float, close: bool = False) -> bool:
+def use_proc(proc_fd: int) -> None:
+    _PROC[0] = proc_fd
+
+
+def wait_readable(fd: int, deadline: float) -> bool:
     """Wait until `fd` is readable or the deadline passes; True when it passed."""
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        while True:
-            left_s = deadline - time.monotonic()
-            if left_s <= 0:
-                return True
-            if poller.poll(left_s * 1000):
-                return False
-    finally:
-        if close:
-            os.close(fd)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while True:
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            return True
+        if poller.poll(left_s * 1000):
+            return False
 
 
-def alive(pid: int) -> bool:
-    """The child has not exited (it is not reaped here)."""
-    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+def alive(pidfd: int) -> bool:
+    """The process has not exited (a pidfd is readable once it has)."""
+    return not select.select([pidfd], [], [], 0)[0]
 
 
-def read_start_report(report_r: int, fallback_pages: int) -> tuple[int, dict]:
-    """What a fresh candidate wrote on its report pipe before any untrusted code ran (it closes the
-    pipe first): its RSS right after the fork, then "ok", "setup:<why>" or "compile:<error>".
-    (RSS in kB, {"setup_error": why} / {"compile_error": error} / {}); closes the pipe."""
+def pid_of(pidfd: int) -> int:
+    """The pid of the pidfd's process in the server's pid namespace (the candidate's own may differ)."""
+    for line in _read_proc("self", f"fdinfo/{pidfd}").splitlines():
+        if line.startswith(b"Pid:"):
+            return int(line.split()[1])
+    raise OSError(f"no Pid in the fdinfo of pidfd {pidfd}")
+
+
+def read_start_report(report_r: int) -> dict:
+    """What a fresh candidate wrote on its report pipe before any untrusted code ran (it closes the pipe
+    first): "ok", "setup:<why>" or "compile:<error>". {"setup_error": why} / {"compile_error": error} / {};
+    closes the pipe."""
     raw = b""
     try:
         while chunk := os.read(report_r, 4096):
@@ -50,14 +60,12 @@ def read_start_report(report_r: int, fallback_pages: int) -> tuple[int, dict]:
         pass
     finally:
         os.close(report_r)
-    rss, _, status = raw.partition(b"\n")
-    rss_kb = (int(rss) if rss.isdigit() else fallback_pages) * PAGE_KB
-    kind, _, message = status.decode(errors="replace").partition(":")
-    return rss_kb, {f"{kind}_error": message} if kind in ("setup", "compile") else {}
+    kind, _, message = raw.decode(errors="replace").partition(":")
+    return {f"{kind}_error": message} if kind in ("setup", "compile") else {}
 
 
-def _read_proc(pid: int, name: str) -> bytes:
-    fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY)
+def _read_proc(pid: int | str, name: str) -> bytes:
+    fd = os.open(f"{pid}/{name}", os.O_RDONLY, dir_fd=_PROC[0])
     try:
         return os.read(fd, 4096)
     finally:
@@ -65,7 +73,7 @@ def _read_proc(pid: int, name: str) -> bytes:
 
 
 def proc_cpu_s(pid: int) -> float | None:
-    """CPU time of a live child, all its threads, from the kernel's per-process CPU clock."""
+    """CPU time of a live candidate, all its threads, from the kernel's per-process CPU clock."""
     try:
         return time.clock_gettime((~pid << 3) | 2)  # CPUCLOCK_SCHED of the whole process
     except OSError:
@@ -80,7 +88,7 @@ def proc_rss_kb(pid: int) -> int | None:
 
 
 def proc_hwm_kb(pid: int) -> int | None:
-    """Peak RSS (VmHWM) of a live child since its last reset; None when it is gone."""
+    """Peak RSS (VmHWM) of a live candidate since its last reset; None when it is gone."""
     try:
         for line in _read_proc(pid, "status").splitlines():
             if line.startswith(b"VmHWM:"):
@@ -91,9 +99,9 @@ def proc_hwm_kb(pid: int) -> int | None:
 
 
 def reset_peak(pid: int) -> None:
-    """Reset the child's VmHWM to its current RSS, so the next test's peak is its own."""
+    """Reset the candidate's VmHWM to its current RSS, so the next test's peak is its own."""
     try:
-        fd = os.open(f"/proc/{pid}/clear_refs", os.O_WRONLY)
+        fd = os.open(f"{pid}/clear_refs", os.O_WRONLY, dir_fd=_PROC[0])
         try:
             os.write(fd, b"5")
         finally:
@@ -102,20 +110,8 @@ def reset_peak(pid: int) -> None:
         pass
 
 
-def rss_pages() -> bytes:
-    """Resident pages of the calling process, as ASCII digits (os-level: few objects touched)."""
-    fd = os.open("/proc/self/statm", os.O_RDONLY)
-    try:
-        return os.read(fd, 256).split()[1]
-    finally:
-        os.close(fd)
-
-
-def statm_pages() -> tuple[int, int]:
-    """(virtual size, resident) of the calling process, in pages."""
-    fd = os.open("/proc/self/statm", os.O_RDONLY)
-    try:
-        fields = os.read(fd, 256).split()
-    finally:
-        os.close(fd)
-    return int(fields[0]), int(fields[1])
+def files_kb(run_dir: str) -> int:
+    """kB the run dir's files hold in memory: the pages its tmpfs has allocated (bwrap). 0 for the fallback's
+    run dir, which is on the host disk."""
+    stats = os.statvfs(run_dir)
+    return (stats.f_blocks - stats.f_bfree) * stats.f_frsize // 1024

@@ -1,12 +1,12 @@
-"""The candidate's run directory, fresh for every candidate, and the worker's process-count limit.
+"""The candidate's run directory, fresh for every candidate, and the namespaces of the worker's processes.
 
 With bubblewrap the fork server holds CAP_SYS_ADMIN in the sandbox's user namespace (nothing outside
-it; candidates and the judge drop it) and works in a mount namespace of its own: for every candidate
-it detaches the previous run dir and mounts a new size-capped tmpfs there. Whatever a candidate did
-to its files, their modes or the directory itself is gone at once, in constant time, whatever it
-left. The same capability sets `pid_max` of the worker's pid namespace (Linux 6.14+), which bounds the
-threads and processes of everything in the worker even when the host runs as root (the kernel ignores
-RLIMIT_NPROC for root).
+it; candidates and the judge drop it) and works in a mount namespace of its own, where /proc is covered
+(`cover_proc`): for every candidate the forker detaches the previous run dir and mounts a new size-capped
+tmpfs there. Whatever a candidate did to its files, their modes or the directory itself is gone at once,
+in constant time, whatever it left. The same capability makes the forker pid 1 of a pid namespace of its
+own (`new_pid_namespace`) and sets its `pid_max` (Linux 6.14+), which bounds the threads and processes of
+every candidate even when the host runs as root (the kernel ignores RLIMIT_NPROC for root).
 
 In the fallback (no namespaces) `wipe` empties the directory with the rights of its owner after every
 process of the candidate is dead: it makes each directory accessible again before descending,
@@ -25,7 +25,8 @@ import os
 import stat
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_CLONE_NEWNS, _MS_REC, _MS_PRIVATE, _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 0x20000, 0x4000, 1 << 18, 2, 4, 2
+_CLONE_NEWNS, _CLONE_NEWPID, _MNT_DETACH = 0x20000, 0x20000000, 2
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
 PID_MAX_RESERVED = 300  # the kernel hands out pids from 300 up once a namespace's counter wrapped
 
 
@@ -47,17 +48,35 @@ def mount_fresh(path: str, size_mb: int, inodes: int, replace: bool) -> None:
         raise OSError(ctypes.get_errno(), f"mounting a tmpfs on {path} failed")
 
 
-def limit_pids(processes: int) -> int:
-    """Cap this pid namespace's pids at about `processes` (pid_max = 300 + processes); the pid_max set,
-    or 0 when the kernel does not let this namespace have its own (before Linux 6.14)."""
+def limit_pids(proc_fd: int, processes: int) -> int:
+    """Cap the calling process's pid namespace at about `processes` pids (pid_max = 300 + processes), through
+    `proc_fd`, a directory fd of /proc; the pid_max set, or 0 when the kernel does not let this namespace
+    have its own (before Linux 6.14)."""
     pid_max = PID_MAX_RESERVED + processes
     try:
-        with open("/proc/sys/kernel/pid_max", "w") as fh:
-            fh.write(str(pid_max))
-        with open("/proc/sys/kernel/pid_max") as fh:
-            return pid_max if int(fh.read()) == pid_max else 0
+        fd = os.open("sys/kernel/pid_max", os.O_RDWR, dir_fd=proc_fd)
+        try:
+            os.write(fd, str(pid_max).encode())
+            return pid_max if int(os.pread(fd, 32, 0)) == pid_max else 0
+        finally:
+            os.close(fd)
     except (OSError, ValueError):
         return 0
+
+
+def new_pid_namespace() -> None:
+    """The caller's next child is pid 1 of a new pid namespace (owned by the caller's user namespace), and
+    every later child of the caller lands there too."""
+    if _libc.unshare(_CLONE_NEWPID) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWPID) failed")
+
+
+def cover_proc() -> None:
+    """An empty read-only tmpfs over /proc in this mount namespace. The /proc bubblewrap mounted shows the
+    sandbox's outer pid namespace, whose pids earlier jobs move; the server keeps a directory fd of it."""
+    if _libc.mount(b"none", b"/proc", b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                   b"size=4k,mode=0555") != 0:
+        raise OSError(ctypes.get_errno(), "covering /proc failed")
 
 
 def wipe(directory: str) -> bool:

@@ -177,3 +177,97 @@ def test_a_job_cannot_leave_bits_in_the_page_cache_of_shared_files(pair, how):
     assert pair.run_many([writer])[0].passed
     result = pair.run_many([reader])[0]
     assert result.tests[0].verdict == "fail", (how, result)
+
+
+# ------------------------------------------------------------------ sequential jobs on one worker
+PID_SETTER = """
+import os, threading
+ANSWER = ANSWER_MOD_64
+# pids are handed out in order (after 427 the namespace wraps to 300): start threads until the next
+# candidate's pid is the answer modulo 64
+n, next_pid = 0, os.getpid() + 1
+while next_pid % 64 != ANSWER:
+    next_pid, n = (next_pid + 1 if next_pid + 1 < 428 else 300), n + 1
+threads = [threading.Thread(target=lambda: None) for _ in range(n)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(ANSWER)
+""".replace("ANSWER_MOD_64", str(ANSWER % 64))
+PID_READER = "import os\nprint(os.getpid() % 64)\n"
+
+
+def _stdio(code: str, expected: str, **kwargs) -> Job:
+    from coral.trajectory import TestCase
+
+    return Job(code, (TestCase("stdio", expected_stdout=expected),), keep_output=True, **kwargs)
+
+
+def test_a_job_cannot_choose_the_pid_of_the_next_job_on_its_worker(bwrap_sandbox):
+    # bwrap only: the fallback has no pid namespace, and the host's pids move with everything on the machine
+    assert bwrap_sandbox.run_many([_stdio(PID_SETTER, str(ANSWER % 64))])[0].passed
+    result = bwrap_sandbox.run_many([_stdio(PID_READER, str(ANSWER % 64))])[0]
+    assert result.tests[0].verdict == "fail", result
+
+
+PID_VIEW = """
+import os
+seen = []
+for pid in [*range(1, 8), *range(296, 312)]:
+    try:
+        os.sched_getscheduler(pid)
+        seen.append(pid)
+    except OSError:
+        pass
+try:
+    self_link = os.readlink("/proc/self")
+except OSError as exc:
+    self_link = type(exc).__name__
+in_proc = [n for n in (1, 2, 3, 4, 5, 300) if os.path.exists(f"/proc/{n}")]  # stat: Landlock does not cover it
+print(os.getpid(), os.getppid(), seen, self_link, in_proc)
+"""
+PID_MOVERS = {
+    "threads": "import threading\nfor _ in range(50):\n    threading.Thread(target=lambda: None).start()\n",
+    "a_judge_that_timed_out": "def f():\n    while True:\n        pass\n",
+    "a_thread_left_running": "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n",
+}
+
+
+@pytest.mark.parametrize("mover", sorted(PID_MOVERS))
+def test_what_a_job_sees_of_pids_does_not_depend_on_the_jobs_before_it(bwrap_sandbox, mover):
+    from sandbox_helpers import asserts as assert_tests
+
+    before = bwrap_sandbox.run_many([_stdio(PID_VIEW, "")])[0].tests[0].output
+    code = PID_MOVERS[mover]
+    bwrap_sandbox.run_many([Job(code, assert_tests("assert candidate() == 1"), "f", timeout_s=0.5)])
+    after = bwrap_sandbox.run_many([_stdio(PID_VIEW, "")])[0].tests[0].output
+    assert after == before and before.startswith("300 1 [1, 2, 300]"), (before, after)
+
+
+# The fork server builds each reply (exit status, peak memory, CPU time) in its own memory, and candidates
+# used to be forked from it: the next candidate found the previous job's outcome in the memory it inherited.
+OUTCOME_SETTER = f"import os\nos._exit({ANSWER})\n"
+MEMORY_READER = r'''
+import ctypes, gc, os, re, sys
+libc = ctypes.CDLL(None, use_errno=True)
+r, w = os.pipe()
+found = None
+for base in (id(gc.get_objects()[len(gc.get_objects()) // 2]) & ~0xFFF, id(sys) & ~0xFFF, id(1.5) & ~0xFFF):
+    for addr in range(base - (32 << 20), base + (32 << 20), 4096):
+        if addr <= 0 or libc.write(w, ctypes.c_void_p(addr), 4096) != 4096:
+            continue
+        match = re.search(rb'"c_status": (\d+)', os.read(r, 4096))
+        if match and int(match.group(1)) >> 8:
+            found = int(match.group(1)) >> 8
+            break
+    if found:
+        break
+print(found)
+'''
+
+
+def test_a_job_cannot_find_the_previous_jobs_outcome_in_the_memory_it_inherits(sandbox):
+    sandbox.run_many([_stdio(OUTCOME_SETTER, "")])
+    result = sandbox.run_many([_stdio(MEMORY_READER, str(ANSWER), timeout_s=20.0)])[0]
+    assert result.tests[0].verdict == "fail", result

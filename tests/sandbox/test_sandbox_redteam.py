@@ -187,15 +187,15 @@ def test_paths_the_user_hides_cannot_be_read(sandbox):
 
 def test_landlock_read_rules_leave_out_hidden_paths_even_through_symlinks(tmp_path):
     sys.path.insert(0, str(SERVER_DIR))
-    import _confine
+    import _landlock
 
     (tmp_path / "pkg" / "data").mkdir(parents=True)
     (tmp_path / "pkg" / "code.py").write_text("")
     (tmp_path / "other").mkdir()
     (tmp_path / "loop").symlink_to(tmp_path)  # a symlink back up the tree
     (tmp_path / "alias").symlink_to(tmp_path / "pkg" / "data")
-    rules = dict(_confine._read_rules([str(tmp_path)], [str(tmp_path / "pkg" / "data")]))
-    full, list_only = _confine._LL_READ, _confine._LL_READ_DIR
+    rules = dict(_landlock._read_rules([str(tmp_path)], [str(tmp_path / "pkg" / "data")]))
+    full, list_only = _landlock._LL_READ, _landlock._LL_READ_DIR
     assert rules[str(tmp_path)] == list_only and rules[str(tmp_path / "pkg")] == list_only
     assert rules[str(tmp_path / "pkg" / "code.py")] == full and rules[str(tmp_path / "other")] == full
     assert not any(path.endswith(("data", "alias")) for path in rules)

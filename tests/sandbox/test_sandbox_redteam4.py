@@ -3,7 +3,10 @@ test_sandbox_channels.py). Before the fixes:
 - a test that expects an exception and catches broadly (`except Exception`, a bare `except:`, unittest's
   `assertRaises(Exception)`) passed a program that exited, returned a value the judge cannot check or
   garbled its reply: the judge's own failure signals were ordinary exceptions that the test swallowed;
-- `io_setup` was allowed: one program could hold every Linux AIO context of the machine (fs.aio-max-nr).
+- `io_setup` was allowed: one program could hold every Linux AIO context of the machine (fs.aio-max-nr);
+- with subprocesses allowed, the hundreds of processes of a killed fork bomb still filled the worker's pid
+  namespace when the server forked next: fork() raised EAGAIN, the server died, and the next, honest job
+  got "sandbox failure" on every test.
 Both isolation modes where it applies."""
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import threading
 import time
 
 import pytest
-from sandbox_helpers import asserts
+from sandbox_helpers import asserts, make_sandbox
 
 BROAD_CATCHES = {
     "except_exception": "try:\n    candidate(-1)\nexcept Exception:\n    pass\nelse:\n    raise AssertionError('no error')",
@@ -94,3 +97,17 @@ def test_a_program_cannot_take_the_machines_aio_contexts(sandbox):
         watcher.join()
     assert result.passed, result
     assert max(seen) - before < half, (before, max(seen))
+
+
+FORK_BOMB = "import os\ndef f():\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
+
+
+def test_an_honest_job_after_a_fork_bomb_with_subprocesses_allowed_is_judged_normally():
+    # bwrap only: the fallback has no pid namespace, and as root (this test machine) a fork bomb there is
+    # bounded only by its deadline, not a limit a test should take the shared machine to
+    with make_sandbox("bwrap", allow_subprocess=True) as sandbox:
+        for _ in range(2):
+            bomb = sandbox.run(FORK_BOMB, asserts("assert candidate() == 1"), entry_point="f", timeout_s=1.0)
+            assert bomb.tests[0].verdict == "timeout", bomb
+            honest = sandbox.run("def f():\n    return 1\n", asserts("assert candidate() == 1"), entry_point="f")
+            assert honest.passed, honest
