@@ -111,7 +111,7 @@ def reset_peak(pid: int) -> None:
 
 
 def files_kb(run_dir: str) -> int:
-    """kB the run dir's files hold in memory: the pages its tmpfs has allocated (bwrap). 0 for the fallback's
-    run dir, which is on the host disk."""
+    """kB the run dir's files hold in memory: the pages its tmpfs has allocated (bwrap only: the fallback's
+    run dir is on the host disk, where this would be the disk's use)."""
     stats = os.statvfs(run_dir)
     return (stats.f_blocks - stats.f_bfree) * stats.f_frsize // 1024

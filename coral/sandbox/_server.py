@@ -133,6 +133,11 @@ class Server:
         return _Child(got[0]), reply["rss_pages"] * _measure.PAGE_KB, report_r
 
     # ------------------------------------------------------------------------------ the run dir
+    def _files_kb(self) -> int:
+        """Memory the run dir's files hold (bwrap: its tmpfs pages). The fallback's run dir is on the host
+        disk: its files are not memory."""
+        return _measure.files_kb(self.run_dir) if self.fresh_tmpfs else 0
+
     def renew_run_dir(self) -> None:
         """Fallback: empty the host-disk run dir with the owner's rights; one whose own metadata changed (an
         extended attribute or ACL, its group, a size grown by many entries) is made anew. What cannot be
@@ -169,11 +174,13 @@ class Server:
                 os.close(fd)
         try:
             timed_out = _measure.wait_readable(child.pidfd, start + req["timeout_s"])
+            files_kb = self._files_kb()  # before the forker renews the run dir
             c_status, cpu_s, maxrss_kb = self._end("candidate")
         finally:
             os.close(child.pidfd)
         return {"timed_out": timed_out, "c_status": c_status, "wall_s": time.monotonic() - start, "cpu_s": cpu_s,
-                "peak_mb": max(0.0, (maxrss_kb - rss_kb) / 1024), **_measure.read_start_report(report_r)}
+                "peak_mb": max(0.0, (maxrss_kb - rss_kb) / 1024), "files_mb": files_kb / 1024,
+                **_measure.read_start_report(report_r)}
 
     def _run_assert(self, req: dict, source_fd: int, fds: list[int]) -> dict:
         """One assert test, in the job's live candidate when the previous test left one."""
@@ -194,10 +201,10 @@ class Server:
                 os.close(calls[0])
                 os.close(replies[1])
             live = self.live = _Live(job, child, (replies[0], calls[1]), forked_at)
-            start, cpu_start = live.forked_at, 0.0
+            start, cpu_start, files_start_kb = live.forked_at, 0.0, 0
         else:
             start, cpu_start = time.monotonic(), _measure.proc_cpu_s(live.child.pid)
-            rss_start_kb = _measure.proc_rss_kb(live.child.pid) or 0
+            rss_start_kb, files_start_kb = _measure.proc_rss_kb(live.child.pid) or 0, self._files_kb()
             _measure.reset_peak(live.child.pid)
         sent, timed_out = self._judge_one(live, fds, start + req["timeout_s"])
         # a fresh candidate wrote its report before any untrusted code ran
@@ -206,6 +213,7 @@ class Server:
         alive = (req.get("keep") or report_r < 0) and live.child.alive()
         cpu_end = _measure.proc_cpu_s(live.child.pid) if alive else None
         hwm_kb = _measure.proc_hwm_kb(live.child.pid) if alive else None
+        files_kb = self._files_kb() - files_start_kb  # what this test added to the run dir, before it is renewed
         c_status = 0  # an exiting candidate may still look alive, but has no memory to report
         if not (alive and sent and req.get("keep") and cpu_end is not None and hwm_kb is not None):
             c_status, cpu_total_s, maxrss_kb = self.end_live()
@@ -213,7 +221,8 @@ class Server:
             hwm_kb = hwm_kb if hwm_kb is not None else maxrss_kb
         return {"timed_out": timed_out, "c_status": c_status, "wall_s": time.monotonic() - start,
                 "cpu_s": max(0.0, cpu_end - (cpu_start or 0.0)),
-                "peak_mb": max(0.0, (hwm_kb - (rss_start_kb or 0)) / 1024), **report}
+                "peak_mb": max(0.0, (hwm_kb - (rss_start_kb or 0)) / 1024), "files_mb": max(0, files_kb) / 1024,
+                **report}
 
     def _judge_one(self, live: _Live, fds: list[int], deadline: float) -> tuple[bool, bool]:
         """Hand the test to the judge and wait for it: (whether the judge answered b"d", whether the deadline

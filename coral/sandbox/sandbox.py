@@ -333,6 +333,13 @@ def _warn_if_unbounded(worker: Worker) -> None:
                     "fallback isolation" if worker.isolation == "none" else "kernel older than 6.14")
 
 
+def _measures(outcome: dict) -> dict:
+    """TestResult's measures: peak memory is the program's own (peak RSS over its start) plus the memory its
+    run-dir files held at the end of the test (a tmpfs with bwrap; 0 in the fallback, whose run dir is on disk)."""
+    return {"wall_s": outcome["wall_s"], "cpu_s": outcome["cpu_s"],
+            "peak_memory_mb": outcome["peak_mb"] + outcome.get("files_mb", 0.0)}
+
+
 def _limit_verdict(outcome: dict, memory_mb: int) -> tuple[str, str] | None:
     """Verdicts decided by the server's own observations (deadline, kernel limit signals)."""
     sig = _signal_of(outcome["c_status"])
@@ -362,7 +369,7 @@ def _load_error(outcome: dict, verdict: bytes, stderr: bytes) -> str:
 
 
 def _judge_assert(outcome: dict, verdict_raw: bytes, memory_mb: int) -> TestResult:
-    measures = {"wall_s": outcome["wall_s"], "cpu_s": outcome["cpu_s"], "peak_memory_mb": outcome["peak_mb"]}
+    measures = _measures(outcome)
     try:
         verdict = json.loads(verdict_raw[len(LOADED_MARK):] or b"{}")
     except ValueError:
@@ -389,7 +396,7 @@ def _normalise(text: str) -> str:
 
 
 def _judge_stdio(outcome: dict, case: TestCase, stdout: bytes, stderr: bytes, memory_mb: int) -> TestResult:
-    measures = {"wall_s": outcome["wall_s"], "cpu_s": outcome["cpu_s"], "peak_memory_mb": outcome["peak_mb"]}
+    measures = _measures(outcome)
     limited = _limit_verdict(outcome, memory_mb)
     if limited:
         return TestResult(limited[0], limited[1], **measures)

@@ -6,7 +6,9 @@ test_sandbox_channels.py). Before the fixes:
 - `io_setup` was allowed: one program could hold every Linux AIO context of the machine (fs.aio-max-nr);
 - with subprocesses allowed, the hundreds of processes of a killed fork bomb still filled the worker's pid
   namespace when the server forked next: fork() raised EAGAIN, the server died, and the next, honest job
-  got "sandbox failure" on every test.
+  got "sandbox failure" on every test;
+- a correct program that kept 48 MB in run-dir files reported a peak of about 3 MB: the files' tmpfs pages
+  were memory off the books of the efficiency reward.
 Both isolation modes where it applies."""
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import time
 
 import pytest
 from sandbox_helpers import asserts, make_sandbox
+
+from coral.trajectory import TestCase
 
 BROAD_CATCHES = {
     "except_exception": "try:\n    candidate(-1)\nexcept Exception:\n    pass\nelse:\n    raise AssertionError('no error')",
@@ -111,3 +115,19 @@ def test_an_honest_job_after_a_fork_bomb_with_subprocesses_allowed_is_judged_nor
             assert bomb.tests[0].verdict == "timeout", bomb
             honest = sandbox.run("def f():\n    return 1\n", asserts("assert candidate() == 1"), entry_point="f")
             assert honest.passed, honest
+
+
+KEEPS_FILES = ("import uuid\ndef f(n_mb):\n    for i in range(n_mb):  # files of at most 8 MB (each is capped at 16)\n"
+               "        if i % 8 == 0:\n            fh = open(uuid.uuid4().hex, 'wb')\n"
+               "        fh.write(b'x' * 2**20)\n        fh.flush()\n    return n_mb\n")
+
+
+def test_memory_held_in_run_dir_files_counts_in_the_peak(bwrap_sandbox):
+    # bwrap only: the fallback's run dir is on the host disk, where files are not memory
+    tests = asserts("assert candidate(48) == 48", "assert candidate(1) == 1")
+    first, second = bwrap_sandbox.run(KEEPS_FILES, tests, entry_point="f", timeout_s=5.0).tests
+    assert first.passed and 48 <= first.peak_memory_mb < 64, first
+    assert second.passed and second.peak_memory_mb < 8, second  # its own file is 1 MB: 48 were there before
+    stdio = KEEPS_FILES + "print(f(40))\n"
+    result = bwrap_sandbox.run(stdio, [TestCase("stdio", expected_stdout="40")], timeout_s=5.0).tests[0]
+    assert result.passed and 40 <= result.peak_memory_mb < 56, result
