@@ -82,7 +82,8 @@ _SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     "io_getevents": (208, 4), "io_submit": (209, 2), "io_cancel": (210, 3), "io_pgetevents": (333, 292),
     "futex": (202, 98), "futex_waitv": (449, 449), "futex_wake": (454, 454), "futex_wait": (455, 455),
     "futex_requeue": (456, 456), "preadv2": (327, 286), "pwritev2": (328, 287), "cachestat": (451, 451),
-    "mincore": (27, 232), "fadvise64": (221, 223), "madvise": (28, 233),
+    "mincore": (27, 232), "fadvise64": (221, 223), "madvise": (28, 233), "clock_gettime": (228, 113),
+    "clock_getres": (229, 114), "clock_nanosleep": (230, 115), "timer_create": (222, 107),
 }
 _NETWORK = ("socket", "socketpair", "connect", "bind", "listen", "accept", "accept4")
 _ALWAYS_DENIED = _NETWORK + (
@@ -131,14 +132,18 @@ FCNTL_ALLOWED = (0, 1, 2, 3, 9, 11, 16, 1027, 1028, 1030, 1031, 1032, 1033, 1034
 FCNTL_LOCKS = (5, 6, 7, 12, 13, 14, 36, 37, 38)  # F_GETLK, F_SETLK(W), their 64-bit and OFD forms
 FUTEX_PRIVATE_FLAG, FUTEX_CMD_MASK = 128, 127
 FUTEX_WAITS, FUTEX_WAKES = (0, 9), (1, 3, 4, 10)  # WAIT, WAIT_BITSET; WAKE, REQUEUE, CMP_REQUEUE, WAKE_BITSET
-RWF_NOWAIT, POSIX_FADV_DONTNEED, MADV_COLD, MADV_PAGEOUT = 8, 4, 20, 21
+RWF_NOWAIT, POSIX_FADV_DONTNEED, MADV_COLD, MADV_PAGEOUT, MADV_MERGEABLE = 8, 4, 20, 21, 12
+# The CPU clock of another process, (~pid << 3) | type, is readable without any permission: the judge's and
+# the forker's CPU time grow with what earlier jobs made them do. Only the caller's own process clocks (pid 0
+# or its own pid), thread clocks (bit 2: the kernel allows only the caller's threads) and fd clocks (type 3).
+_CPU_CLOCK_CALLS = ("clock_gettime", "clock_getres", "clock_nanosleep", "timer_create")
 
 
 def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("<HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-_LD_ABS, _JEQ, _JSET, _JGE, _JA, _RET, _AND = 0x20, 0x15, 0x45, 0x35, 0x05, 0x06, 0x54
+_LD_ABS, _JEQ, _JSET, _JGE, _JA, _RET, _AND, _RSH, _XOR = 0x20, 0x15, 0x45, 0x35, 0x05, 0x06, 0x54, 0x74, 0xA4
 
 
 def _errno(code: int) -> int:
@@ -150,14 +155,14 @@ class _SockFprog(ctypes.Structure):
 
 
 class SeccompProgram:
-    """An assembled filter; `pid_slot` is the instruction whose constant is the child's pid.
+    """An assembled filter; `pid_slots` are the instructions whose constant is the child's pid.
 
     The ctypes view and `sock_fprog` are built once here, in the server, so a forked child only
     patches its pid and makes one prctl call (each Python object a child touches costs it a
     copy-on-write page fault)."""
 
-    def __init__(self, program: bytearray, pid_slot: int) -> None:
-        self.program, self.pid_slot = program, pid_slot
+    def __init__(self, program: bytearray, pid_slots: list[int]) -> None:
+        self.program, self.pid_slots = program, pid_slots
         self._buffer = (ctypes.c_char * len(program)).from_buffer(program)
         self.fprog = _SockFprog(len(program) // 8, ctypes.cast(self._buffer, ctypes.c_void_p))
         self.fprog_ref = ctypes.byref(self.fprog)
@@ -259,10 +264,10 @@ def build_seccomp(allow_subprocess: bool, host_files_visible: bool = False) -> S
     rules[nr["setpriority"]] = _arg_rules([(0, _JEQ, PRIO_USER, eperm), (1, _JEQ, 0, RET_ALLOW)], eperm)
     rules[nr["tgkill"]] = _arg_rule(0, _JEQ, _PID_PLACEHOLDER, RET_ALLOW, eperm)  # own threads only
     out += _search_tree(sorted(rules.items()))
-    slots = [i for i, ins in enumerate(out) if ins == _ins(_JEQ, _PID_PLACEHOLDER, 0, 1)]
-    if len(slots) != 1:
-        raise ValueError(f"seccomp program must have one pid slot, found {len(slots)}")
-    return SeccompProgram(bytearray(b"".join(out)), slots[0])
+    slots = [i for i, ins in enumerate(out) if ins[:1] == bytes([_JEQ]) and ins[4:] == struct.pack("<I", _PID_PLACEHOLDER)]
+    if len(slots) != 1 + len(_CPU_CLOCK_CALLS):  # tgkill, and each call taking a clock id
+        raise ValueError(f"seccomp program has {len(slots)} pid slots")
+    return SeccompProgram(bytearray(b"".join(out)), slots)
 
 
 def _channel_rules(nr: dict[str, int]) -> dict[int, list[bytes]]:
@@ -276,13 +281,27 @@ def _channel_rules(nr: dict[str, int]) -> dict[int, list[bytes]]:
     for name in ("preadv2", "pwritev2"):
         rules[nr[name]] = _arg_rules([(5, _JSET, RWF_NOWAIT, _errno(errno.EOPNOTSUPP))], RET_ALLOW)
     rules[nr["fadvise64"]] = _arg_rule(3, _JEQ, POSIX_FADV_DONTNEED, nothing, RET_ALLOW)
-    rules[nr["madvise"]] = _arg_rules([(2, _JEQ, MADV_COLD, nothing), (2, _JEQ, MADV_PAGEOUT, nothing)], RET_ALLOW)
+    rules[nr["madvise"]] = _arg_rules([(2, _JEQ, advice, nothing) for advice in (MADV_COLD, MADV_PAGEOUT, MADV_MERGEABLE)],
+                                      RET_ALLOW)
+    for name in _CPU_CLOCK_CALLS:
+        rules[nr[name]] = _cpu_clock_rule()
     return rules
+
+
+def _cpu_clock_rule() -> list[bytes]:
+    """A clock id (argument 0) that is another process's CPU clock: EINVAL; anything else allowed."""
+    allow, einval = _ins(_RET, RET_ALLOW), _ins(_RET, _errno(errno.EINVAL))
+    return [_ins(_LD_ABS, 16), _ins(_JSET, 0x80000000, 1, 0), allow,  # not negative: no CPU clock
+            _ins(_JSET, 4, 0, 1), allow,  # a thread's clock: the kernel allows only the caller's threads
+            _ins(_AND, 7), _ins(_JEQ, 3, 0, 1), allow,  # an fd clock (CLOCKFD)
+            _ins(_LD_ABS, 16), _ins(_RSH, 3), _ins(_XOR, 0x1FFFFFFF),  # the pid
+            _ins(_JEQ, 0, 1, 0), _ins(_JEQ, _PID_PLACEHOLDER, 0, 1), allow, einval]
 
 
 def install_seccomp(prog: SeccompProgram, pid: int) -> None:
     """Load the filter into the calling process (after PR_SET_NO_NEW_PRIVS)."""
-    struct.pack_into("<I", prog.program, prog.pid_slot * 8 + 4, pid)
+    for slot in prog.pid_slots:
+        struct.pack_into("<I", prog.program, slot * 8 + 4, pid)
     if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog.fprog_ref, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 

@@ -271,3 +271,25 @@ def test_a_job_cannot_find_the_previous_jobs_outcome_in_the_memory_it_inherits(s
     sandbox.run_many([_stdio(OUTCOME_SETTER, "")])
     result = sandbox.run_many([_stdio(MEMORY_READER, str(ANSWER), timeout_s=20.0)])[0]
     assert result.tests[0].verdict == "fail", result
+
+
+# The CPU clock of any process is readable by pid without a permission: the judge's and the forker's CPU time
+# grow with what earlier jobs made them do (a big reply to decode, candidates to fork).
+CPU_CLOCKS = """
+import os, threading, time
+def f():
+    others = []
+    for pid in (1, 2, os.getppid()):
+        try:
+            others.append(time.clock_gettime((~pid << 3) | 2))
+        except OSError:
+            pass
+    own = [time.process_time(), time.thread_time(), time.clock_gettime((~os.getpid() << 3) | 2),
+           time.clock_gettime(time.pthread_getcpuclockid(threading.get_ident()))]
+    return len(others), len(own)
+"""
+
+
+def test_a_program_cannot_read_the_cpu_time_of_the_judge_or_the_forker(sandbox):
+    result = sandbox.run(CPU_CLOCKS, asserts("assert candidate() == (0, 4)"), entry_point="f")
+    assert result.passed, result
