@@ -29,7 +29,7 @@ _libc.syscall.restype = ctypes.c_long
 _libc.prctl.restype = ctypes.c_int
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 4, 38, 22
-PR_SET_CHILD_SUBREAPER = 36
+PR_SET_CHILD_SUBREAPER, PR_SET_NAME = 36, 15
 SECCOMP_MODE_FILTER = 2
 RET_ALLOW, RET_KILL = 0x7FFF0000, 0x80000000
 CLONE_THREAD = 0x00010000
@@ -134,7 +134,7 @@ FUTEX_PRIVATE_FLAG, FUTEX_CMD_MASK = 128, 127
 FUTEX_WAITS, FUTEX_WAKES = (0, 9), (1, 3, 4, 10)  # WAIT, WAIT_BITSET; WAKE, REQUEUE, CMP_REQUEUE, WAKE_BITSET
 RWF_NOWAIT, POSIX_FADV_DONTNEED, MADV_COLD, MADV_PAGEOUT, MADV_MERGEABLE = 8, 4, 20, 21, 12
 # The CPU clock of another process, (~pid << 3) | type, is readable without any permission: the judge's and
-# the forker's CPU time grow with what earlier jobs made them do. Only the caller's own process clocks (pid 0
+# the zygote's CPU time grow with what earlier jobs made them do. Only the caller's own process clocks (pid 0
 # or its own pid), thread clocks (bit 2: the kernel allows only the caller's threads) and fd clocks (type 3).
 _CPU_CLOCK_CALLS = ("clock_gettime", "clock_getres", "clock_nanosleep", "timer_create")
 
@@ -309,6 +309,11 @@ def install_seccomp(prog: SeccompProgram, pid: int) -> None:
 def prctl(option: int, value: int) -> None:
     if _libc.prctl(option, value, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
+
+def set_name(name: bytes) -> None:
+    """The calling thread's name (`comm`, 15 bytes), as `ps` shows it."""
+    _libc.prctl(PR_SET_NAME, name[:15], 0, 0, 0)
 
 
 _CAPSET_NR = {"x86_64": 126, "aarch64": 91}.get(platform.machine())

@@ -1,8 +1,9 @@
 """Measurements of a candidate from the fork server: CPU time, resident and peak memory, run-dir files.
 
 Values come from the kernel (the per-process CPU clock, /proc/<pid>/statm and status, clear_refs to
-reset the peak, statvfs of the run dir's tmpfs), never from the candidate itself. The candidate's only
-word is its report, written before any untrusted code runs: whether confinement and compiling worked.
+reset the peak, statvfs of the run dir's tmpfs), never from the candidate itself, except its report, written
+before any untrusted code runs: whether confinement and compiling worked. A candidate starts with the memory of
+the zygote it is forked from, which the server reads.
 /proc is read through a directory fd opened before the server covered /proc (candidates see an empty
 directory there), with the pid the candidate has in the server's namespace, read from its pidfd.
 
@@ -42,7 +43,7 @@ def alive(pidfd: int) -> bool:
 
 def pid_of(pidfd: int) -> int:
     """The pid of the pidfd's process in the server's pid namespace (the candidate's own may differ)."""
-    for line in _read_proc("self", f"fdinfo/{pidfd}").splitlines():
+    for line in read_proc("self", f"fdinfo/{pidfd}").splitlines():
         if line.startswith(b"Pid:"):
             return int(line.split()[1])
     raise OSError(f"no Pid in the fdinfo of pidfd {pidfd}")
@@ -64,7 +65,7 @@ def read_start_report(report_r: int) -> dict:
     return {f"{kind}_error": message} if kind in ("setup", "compile") else {}
 
 
-def _read_proc(pid: int | str, name: str) -> bytes:
+def read_proc(pid: int | str, name: str) -> bytes:
     fd = os.open(f"{pid}/{name}", os.O_RDONLY, dir_fd=_PROC[0])
     try:
         return os.read(fd, 4096)
@@ -82,7 +83,7 @@ def proc_cpu_s(pid: int) -> float | None:
 
 def proc_rss_kb(pid: int) -> int | None:
     try:
-        return int(_read_proc(pid, "statm").split()[1]) * PAGE_KB
+        return int(read_proc(pid, "statm").split()[1]) * PAGE_KB
     except (OSError, IndexError, ValueError):
         return None
 
@@ -90,7 +91,7 @@ def proc_rss_kb(pid: int) -> int | None:
 def proc_hwm_kb(pid: int) -> int | None:
     """Peak RSS (VmHWM) of a live candidate since its last reset; None when it is gone."""
     try:
-        for line in _read_proc(pid, "status").splitlines():
+        for line in read_proc(pid, "status").splitlines():
             if line.startswith(b"VmHWM:"):
                 return int(line.split()[1])
     except (OSError, ValueError, IndexError):

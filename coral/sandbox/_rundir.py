@@ -2,9 +2,9 @@
 
 With bubblewrap the fork server holds CAP_SYS_ADMIN in the sandbox's user namespace (nothing outside
 it; candidates and the judge drop it) and works in a mount namespace of its own, where /proc is covered
-(`cover_proc`): for every candidate the forker detaches the previous run dir and mounts a new size-capped
+(`cover_proc`): for every candidate the server detaches the previous run dir and mounts a new size-capped
 tmpfs there. Whatever a candidate did to its files, their modes or the directory itself is gone at once,
-in constant time, whatever it left. The same capability makes the forker pid 1 of a pid namespace of its
+in constant time, whatever it left. The same capability makes the zygote pid 1 of a pid namespace of its
 own (`new_pid_namespace`) and sets its `pid_max` (Linux 6.14+), which bounds the threads and processes of
 every candidate even when the host runs as root (the kernel ignores RLIMIT_NPROC for root).
 

@@ -1,24 +1,23 @@
 """The fork server: one per worker, started inside bubblewrap (or bare in the fallback).
 
 It reads run requests from the host over a unix socket (file descriptors for the program's source,
-stdin/payload, stdout, stderr and verdict arrive with each request), has the forker (`_forker`) fork one
-confined candidate per job (its assert tests) or per stdio test, hands assert tests to a persistent,
-confined judge (also forked by the forker, and respawned when it misses a deadline or dies), enforces the
-wall-clock deadline, measures CPU time and peak memory, has the forker kill and reap everything, gets the
-next candidate a fresh run directory and answers with the raw outcome.
+stdin/payload, stdout, stderr and verdict arrive with each request), has the zygote (`_zygote`) fork one
+confined candidate per job (its assert tests) or per stdio test and hands it its descriptors (`_children`),
+hands assert tests to a persistent, confined judge (also forked by the zygote, and replaced when it misses a
+deadline or dies), enforces the wall-clock deadline, measures CPU time and peak memory, has the zygote kill
+and reap everything, gives the next candidate a fresh run directory and answers with the raw outcome.
 
-The server never reads programs, test payloads, expected outputs or verdicts: they live in memfds that
-only a candidate (its own program), the judge and the host touch. And it never forks after starting the
-forker: what it learns about a job (exit status, peak memory, CPU time, a candidate's setup messages)
-stays in a process no later candidate is forked from. A candidate reads and compiles its program itself,
-after confinement, and reports "confined" or "cannot compile" on a pipe it closes before the program runs:
-the only word on infrastructure the host takes from a candidate process.
+The server never forks after it started the zygote: what it learns about a job (exit status, peak memory,
+CPU time, the fallback run dir's file names) stays in a process no candidate is forked from. It never reads
+programs, test payloads, expected outputs or verdicts either: they live in memfds that only a candidate (its
+own program), the judge and the host touch. A candidate reads and compiles its program itself, after
+confinement, and reports "confined" or "cannot compile" on a pipe it closes before the program runs: the only
+word on infrastructure the host takes from a candidate process.
 
-Start-up with bubblewrap: a private mount namespace; a directory fd on /proc, then an empty read-only
-tmpfs over /proc (bubblewrap's shows the sandbox's outer pid namespace, whose pids earlier jobs move, and
-candidates and the judge see this covered one); a new pid namespace whose pid 1 is the forker. Workers pin
-themselves to one CPU: a forked child then starts on a warm CPU (on small VMs a cross-CPU wake-up cost
-milliseconds per fork).
+Start-up with bubblewrap: a private mount namespace; a directory fd on /proc, then an empty read-only tmpfs
+over /proc (bubblewrap's shows the sandbox's outer pid namespace, whose pids earlier jobs move); a new pid
+namespace whose pid 1 is the zygote. Workers pin themselves to one CPU: a forked child then starts on a warm
+CPU (on small VMs a cross-CPU wake-up cost milliseconds per fork).
 
 This module does NOT decide verdicts (the host does) and does NOT import coral: it is started as
 a script with only its sibling stdlib-only modules on sys.path.
@@ -36,11 +35,12 @@ import struct
 import sys
 import time
 
+import _children
 import _confine
-import _forker
 import _landlock
 import _measure
 import _rundir
+import _zygote
 from _wire import recv_request
 
 # Imported once here, so a program importing them finds them in sys.modules instead of executing
@@ -48,20 +48,20 @@ from _wire import recv_request
 # common modules: `random` is left out on purpose, or every candidate and the judge would share
 # one generator state and a program could predict the inputs a test draws.
 PRELOAD = ("typing", "math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string")
+HELLO_TIMEOUT_S = 5.0  # the zygote tries a fork that fails with EAGAIN for 2 s
+JUDGE_MEMORY_MB = 512  # address space the judge may add to its own (replies are at most 16 MB of JSON)
 
 
-class ForkerGone(Exception):
-    """The forker died: the worker cannot run anything more (the host restarts it)."""
+class ZygoteGone(Exception):
+    """The zygote died: the worker cannot run anything more (the host restarts it)."""
 
 
 class _Child:
-    """A process the forker made: its pidfd, and its pid in the server's namespace (for /proc)."""
+    """A candidate or the judge: a pidfd, and its pid in the server's pid namespace (for /proc and its CPU
+    clock; in the zygote's namespace it has another)."""
 
     def __init__(self, pidfd: int) -> None:
         self.pidfd, self.pid = pidfd, _measure.pid_of(pidfd)
-
-    def alive(self) -> bool:
-        return _measure.alive(self.pidfd)
 
 
 class _Live:
@@ -74,89 +74,76 @@ class _Live:
 
 
 class Server:
+    """The worker's server (see the module docstring); `run` serves one test."""
+
     def __init__(self, config: dict, proc_fd: int) -> None:
-        self.run_dir: str = config["run_dir"]
-        self.fresh_tmpfs: bool = config["fresh_tmpfs"]  # bwrap: a new tmpfs per candidate (the forker's)
-        self.forker, hello = _start_forker(config, proc_fd)
-        self.forker_info = {key: hello[key] for key in ("pid_max", "landlock", "seccomp")}
-        self.run_dir_made = None if self.fresh_tmpfs else _rundir.metadata(self.run_dir)  # what a fresh one looks like
-        self.dirty = False  # fallback: a candidate used the run dir since it was emptied
-        self.restart = False  # the run dir could not be emptied: the host replaces this worker
+        self.run_dir, self.fresh_tmpfs = config["run_dir"], config["fresh_tmpfs"]
+        self.kids, kids_zygote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.kids.settimeout(HELLO_TIMEOUT_S)
+        self.setup = _children.Setup(config, proc_fd, config["fresh_tmpfs"], kids_zygote)
+        self.zygote, self.answers, self.zygote_pid, self.pid_max = _start_zygote(self.setup, config)
+        kids_zygote.close()
+        self.dirty = False  # a candidate that used the run dir ended since it was renewed
+        self.restart = False  # the fallback's run dir could not be emptied: the host replaces this worker
         self.judge: tuple[_Child, socket.socket] | None = None  # (the judge, its control socket), spawned lazily
         self.live: _Live | None = None  # the candidate of the job being run, between its tests
 
     def info(self) -> dict:
-        return {**self.forker_info, "landlock_abi": _landlock.landlock_abi(), "pid": os.getpid(),
+        return {"seccomp": self.setup.seccomp is not None, "landlock": self.setup.landlock_rules.abi > 0,
+                "landlock_abi": _landlock.landlock_abi(), "pid": os.getpid(), "pid_max": self.pid_max,
                 "fresh_tmpfs": self.fresh_tmpfs}
 
-    # ------------------------------------------------------------------------------ the forker
-    def _ask(self, message: dict, fds: list[int] = ()) -> tuple[dict, list[int]]:
-        socket.send_fds(self.forker, [json.dumps(message).encode()], list(fds))
-        raw, got, _, _ = socket.recv_fds(self.forker, 4096, 2)
-        if not raw:
-            raise ForkerGone("the forker hung up")
-        reply = json.loads(raw)
-        if "error" in reply:
-            for fd in got:
-                os.close(fd)
-            raise OSError(reply["error"])
-        return reply, got
+    # ------------------------------------------------------------------------------ the zygote's children
+    def _spawn(self, command: bytes, part: bytes, fds: list[int]) -> _Child:
+        """Have the zygote fork a child (b"c" a candidate, b"j" the judge) and hand it its part."""
+        os.write(self.zygote, command)
+        socket.send_fds(self.kids, [part], fds)
+        try:
+            word, got, _, _ = socket.recv_fds(self.kids, 16, 1)
+        except TimeoutError:
+            raise OSError("the zygote could not fork (EAGAIN)") from None
+        if word != b"hello" or len(got) != 1:
+            raise OSError("a new child did not say hello")
+        return _Child(got[0])
 
-    def _end(self, who: str) -> tuple[int, float, int]:
-        """The forker kills and reaps `who` ("candidate" or "judge") and its whole process group: (wait status,
-        CPU s, peak RSS kB) of its leader."""
-        socket.send_fds(self.forker, [json.dumps({"op": "end", "who": who}).encode()], [])
-        raw = self.forker.recv(4 + _forker.RUSAGE_BYTES)
-        if len(raw) != 4 + _forker.RUSAGE_BYTES:
-            raise ForkerGone("the forker hung up")
+    def _end(self, child: _Child) -> tuple[int, float, int]:
+        """The zygote kills and reaps the candidate's whole process group: (its wait status, CPU s, peak RSS kB).
+        Its run dir is renewed after the reply (not while the candidate lives: its files stay for later tests)."""
+        os.write(self.zygote, b"k")
+        raw = _read_exact(self.answers, _zygote.OUTCOME_BYTES)
+        os.close(child.pidfd)
+        self.dirty = True
         status = int.from_bytes(raw[:4], "little", signed=True)
         user_s, user_us, system_s, system_us, maxrss_kb = struct.unpack_from("<5q", raw, 4)
         return status, user_s + system_s + (user_us + system_us) / 1e6, maxrss_kb
 
-    def _fork_candidate(self, req: dict, fds: list[int], assert_kind: bool) -> tuple[_Child, int, int]:
-        """A confined candidate (see _forker) given `fds` (its report pipe is added); (it, the RSS in kB it
-        starts with, the read end of its report pipe, non-blocking)."""
-        tests = req.get("tests_left", 1) if assert_kind else 1  # the assert tests it may serve
-        limits = {"cpu_s": math.ceil(req["timeout_s"] * tests) + 1, "file_size_bytes": req["output_limit_bytes"],
-                  "open_files": 64, "processes": 64}
-        report_r, report_w = os.pipe()
-        try:
-            reply, got = self._ask({"op": "candidate", "assert": assert_kind, "limits": limits,
-                                    "memory_mb": req["memory_mb"]}, [*fds, report_w])
-        except BaseException:
-            os.close(report_r)
-            raise
-        finally:
-            os.close(report_w)
-        self.dirty = True
-        os.set_blocking(report_r, False)
-        return _Child(got[0]), reply["rss_pages"] * _measure.PAGE_KB, report_r
-
     # ------------------------------------------------------------------------------ the run dir
-    def _files_kb(self) -> int:
-        """Memory the run dir's files hold (bwrap: its tmpfs pages). The fallback's run dir is on the host
-        disk: its files are not memory."""
-        return _measure.files_kb(self.run_dir) if self.fresh_tmpfs else 0
-
     def renew_run_dir(self) -> None:
-        """Fallback: empty the host-disk run dir with the owner's rights; one whose own metadata changed (an
-        extended attribute or ACL, its group, a size grown by many entries) is made anew. What cannot be
-        removed makes the host replace this worker. (With bwrap the forker mounts a new tmpfs instead.)"""
-        if self.fresh_tmpfs or not self.dirty:
+        """A fresh run dir for the next candidate: a new tmpfs (bwrap), or the old one emptied with the owner's
+        rights (fallback): one whose own metadata changed (an extended attribute or ACL, its group, a size grown by
+        many entries) is made anew; what cannot be removed makes the host replace this worker."""
+        if not self.dirty:
             return
         self.dirty = False
+        if self.fresh_tmpfs:  # even when it looks untouched: its inode counter and times would tell
+            _rundir.mount_fresh(self.run_dir, self.setup.tmpfs_mb, _children.RUN_DIR_INODES, replace=True)
+            return
         try:
             if not _rundir.wipe(self.run_dir):
                 self.restart = True
                 return
-            if _rundir.metadata(self.run_dir) != self.run_dir_made:
+            if _rundir.metadata(self.run_dir) != self.setup.run_dir_made:
                 os.rmdir(self.run_dir)
                 os.mkdir(self.run_dir, 0o700)
-                self._ask({"op": "ruleset"})  # a Landlock rule names the run dir's root inode, which is new
             _rundir.reset_times(self.run_dir)
-            self.restart = self.restart or _rundir.metadata(self.run_dir) != self.run_dir_made
+            self.restart = self.restart or _rundir.metadata(self.run_dir) != self.setup.run_dir_made
         except OSError:
             self.restart = True
+
+    def _files_kb(self) -> int:
+        """Memory the run dir's files hold (bwrap: its tmpfs pages). The fallback's run dir is on the host
+        disk: its files are not memory."""
+        return _measure.files_kb(self.run_dir) if self.fresh_tmpfs else 0
 
     # ------------------------------------------------------------------------------ one test
     def run(self, req: dict, fds: list[int]) -> dict:
@@ -168,26 +155,46 @@ class Server:
             self.end_live()
             self._judge_socket()  # every candidate finds the judge there, as pid 2
             start = time.monotonic()
-            child, rss_kb, report_r = self._fork_candidate(req, [source_fd, *fds[:3]], False)
+            child, rss_kb, report_r = self._fork(req, [source_fd, *fds[:3]], False)
         finally:
             for fd in [source_fd, *fds]:
                 os.close(fd)
-        try:
-            timed_out = _measure.wait_readable(child.pidfd, start + req["timeout_s"])
-            files_kb = self._files_kb()  # before the forker renews the run dir
-            c_status, cpu_s, maxrss_kb = self._end("candidate")
-        finally:
-            os.close(child.pidfd)
+        timed_out = _measure.wait_readable(child.pidfd, start + req["timeout_s"])
+        files_kb = self._files_kb()  # before the run dir is renewed
+        c_status, cpu_s, maxrss_kb = self._end(child)
+        report = _measure.read_start_report(report_r)
         return {"timed_out": timed_out, "c_status": c_status, "wall_s": time.monotonic() - start, "cpu_s": cpu_s,
-                "peak_mb": max(0.0, (maxrss_kb - rss_kb) / 1024), "files_mb": files_kb / 1024,
-                **_measure.read_start_report(report_r)}
+                "peak_mb": max(0.0, (maxrss_kb - rss_kb) / 1024), "files_mb": files_kb / 1024, **report}
+
+    def _fork(self, req: dict, fds: list[int], assert_kind: bool) -> tuple[_Child, int, int]:
+        """A confined candidate given `fds` (a Landlock ruleset and its report pipe are added); (it, the RSS in kB it
+        starts with, the read end of its report pipe, non-blocking)."""
+        tests = req.get("tests_left", 1) if assert_kind else 1  # the assert tests it may serve
+        vsize_pages, rss_pages = _zygote_statm(self.zygote_pid)  # a child starts with the zygote's memory
+        limits = {"cpu_s": math.ceil(req["timeout_s"] * tests) + 1, "file_size_bytes": req["output_limit_bytes"],
+                  "open_files": 64, "processes": 64,
+                  "address_space_bytes": vsize_pages * _measure.PAGE_KB * 1024 + req["memory_mb"] * 2**20}
+        report_r, report_w = os.pipe()
+        landlock = self.setup.landlock_rules.ruleset(self.run_dir)  # a rule names the run dir's root inode
+        try:
+            child = self._spawn(b"c", _children.candidate_part(assert_kind, landlock is not None, limits),
+                                [*fds, *([] if landlock is None else [landlock]), report_w])
+        except BaseException:
+            os.close(report_r)
+            raise
+        finally:
+            os.close(report_w)
+            if landlock is not None:
+                os.close(landlock)
+        os.set_blocking(report_r, False)
+        return child, rss_pages * _measure.PAGE_KB, report_r
 
     def _run_assert(self, req: dict, source_fd: int, fds: list[int]) -> dict:
         """One assert test, in the job's live candidate when the previous test left one."""
-        self._judge_socket()  # forked before this test's pipes exist
+        self._judge_socket()  # spawned before this test's pipes exist
         job = req.get("job")  # a request without a job id never reuses a candidate
         live = self.live if self.live is not None and job is not None and self.live.job == job else None
-        if live is not None and not live.child.alive():  # died after its last test: start afresh
+        if live is not None and not _measure.alive(live.child.pidfd):  # died after its last test: start afresh
             live = None
         report_r = -1
         if live is None:
@@ -195,8 +202,7 @@ class Server:
             calls, replies = os.pipe(), os.pipe()  # judge -> candidate, candidate -> judge
             forked_at = time.monotonic()
             try:
-                child, rss_start_kb, report_r = self._fork_candidate(
-                    req, [source_fd, fds[1], fds[2], calls[0], replies[1]], True)
+                child, rss_start_kb, report_r = self._fork(req, [source_fd, fds[1], fds[2], calls[0], replies[1]], True)
             finally:
                 os.close(calls[0])
                 os.close(replies[1])
@@ -207,10 +213,9 @@ class Server:
             rss_start_kb, files_start_kb = _measure.proc_rss_kb(live.child.pid) or 0, self._files_kb()
             _measure.reset_peak(live.child.pid)
         sent, timed_out = self._judge_one(live, fds, start + req["timeout_s"])
-        # a fresh candidate wrote its report before any untrusted code ran
-        report = _measure.read_start_report(report_r) if report_r >= 0 else {}
+        report = _measure.read_start_report(report_r) if report_r >= 0 else {}  # written before untrusted code ran
         # a fresh candidate that ends now is measured by its rusage alone, as cheaply as possible
-        alive = (req.get("keep") or report_r < 0) and live.child.alive()
+        alive = (req.get("keep") or report_r < 0) and _measure.alive(live.child.pidfd)
         cpu_end = _measure.proc_cpu_s(live.child.pid) if alive else None
         hwm_kb = _measure.proc_hwm_kb(live.child.pid) if alive else None
         files_kb = self._files_kb() - files_start_kb  # what this test added to the run dir, before it is renewed
@@ -244,53 +249,77 @@ class Server:
         live, self.live = self.live, None
         if live is None:
             return 0, 0.0, 0
-        try:
-            return self._end("candidate")
-        finally:
-            os.close(live.child.pidfd)
-            for fd in live.judge_fds:
-                os.close(fd)
+        for fd in live.judge_fds:
+            os.close(fd)
+        return self._end(live.child)
 
+    # ------------------------------------------------------------------------------ the judge
     def _judge_socket(self) -> socket.socket:
         """The persistent judge's control socket. A judge that died since its last test is replaced first:
         the next job's tests must not pay for it."""
-        if self.judge is not None and not self.judge[0].alive():
+        if self.judge is not None and not _measure.alive(self.judge[0].pidfd):
             self.stop_judge()
         if self.judge is None:
             server_end, judge_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            vsize_pages, _ = _zygote_statm(self.zygote_pid)
             try:
-                _, got = self._ask({"op": "judge"}, [judge_end.fileno()])
+                address_space_bytes = vsize_pages * _measure.PAGE_KB * 1024 + JUDGE_MEMORY_MB * 2**20
+                child = self._spawn(b"j", address_space_bytes.to_bytes(8, "little"), [judge_end.fileno()])
             finally:
                 judge_end.close()
-            self.judge = (_Child(got[0]), server_end)
+            self.judge = (child, server_end)
         return self.judge[1]
 
     def stop_judge(self) -> None:
+        """Kill the judge; the zygote reaps it, so the next one gets its pid."""
         if self.judge is not None:
             child, sock = self.judge
             self.judge = None
             sock.close()
             try:
-                self._end("judge")
-            finally:
-                os.close(child.pidfd)
+                signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.close(child.pidfd)
+            os.write(self.zygote, b"r")
+            _read_exact(self.answers, 1)
 
 
-def _start_forker(config: dict, proc_fd: int) -> tuple[socket.socket, dict]:
-    """Fork the forker (with bwrap the pid 1 of a new pid namespace); its channel and its hello."""
-    server_end, forker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+def _zygote_statm(pid: int) -> tuple[int, int]:
+    """(virtual size, resident) of the zygote, in pages: what a child of it starts with."""
+    fields = _measure.read_proc(pid, "statm").split()
+    return int(fields[0]), int(fields[1])
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            raise ZygoteGone("the zygote died")
+        data += chunk
+    return data
+
+
+def _start_zygote(setup: _children.Setup, config: dict) -> tuple[int, int, int, int]:
+    """Fork the zygote (with bwrap the pid 1 of a new pid namespace): (the pipe we send it commands on, the pipe
+    it answers on, its pid here, the pid_max it set)."""
+    commands_r, commands_w = os.pipe()
+    answers_r, answers_w = os.pipe()
     if config["fresh_tmpfs"]:
         _rundir.new_pid_namespace()
-    if os.fork() == 0:
-        server_end.close()
+    pid = os.fork()
+    if pid == 0:
+        os.close(commands_w)
+        os.close(answers_r)
         os.close(config["control_fd"])  # the host's channel is the server's alone
-        _forker.main(config, proc_fd, forker_end)
-    forker_end.close()
-    raw, _, _, _ = socket.recv_fds(server_end, 4096, 0)
-    hello = json.loads(raw or b'{"error": "the forker died while starting"}')
-    if "error" in hello:
-        raise OSError(hello["error"])
-    return server_end, hello
+        _zygote.main(setup, commands_r, answers_w, config["processes"])
+    os.close(commands_r)
+    os.close(answers_w)
+    hello = _read_exact(answers_r, 1)
+    if hello != b"z":
+        raise OSError("the zygote failed to start")
+    return commands_w, answers_r, pid, int(_read_exact(answers_r, 8).decode())
 
 
 def _exit_removing(run_dir: str) -> None:
@@ -317,6 +346,7 @@ def main() -> None:
     if config["fresh_tmpfs"]:
         _rundir.private_mounts()
         _rundir.cover_proc()
+        _rundir.mount_fresh(config["run_dir"], config["tmpfs_mb"], _children.RUN_DIR_INODES, replace=False)
     server = Server(config, proc_fd)
     sock = socket.socket(fileno=config["control_fd"])
     while True:
@@ -327,16 +357,22 @@ def main() -> None:
             server.stop_judge()
             return
         try:
-            reply = server.info() if req["op"] == "info" else server.run(req, fds)
-        except ForkerGone:
-            return  # the host sees the worker die and starts a new one
-        except OSError as exc:  # the forker could not fork (EAGAIN for FORK_RETRY_S): this job, not the worker
+            if req["op"] == "end_job":  # the host stopped a job before its last test
+                server.end_live()
+                reply = {}
+            else:
+                reply = server.info() if req["op"] == "info" else server.run(req, fds)
+        except OSError as exc:  # a fork that kept failing with EAGAIN: this job gets errors, not the worker
             server.end_live()
             reply = {"setup_error": f"{type(exc).__name__}: {exc}"}
-        server.renew_run_dir()  # fallback: before the reply, which says whether that worked
+        if req.get("last"):  # nothing of the job runs when its result comes back
+            server.end_live()
+        if not server.fresh_tmpfs:  # emptied before the reply, which says whether that worked
+            server.renew_run_dir()
         reply["restart"] = server.restart
         body = json.dumps(reply).encode()
         sock.sendall(len(body).to_bytes(8, "little") + body)
+        server.renew_run_dir()  # a new tmpfs while the host reads the reply
 
 
 if __name__ == "__main__":

@@ -213,11 +213,11 @@ class Sandbox:
                    memory_mb: int) -> ExecutionResult:
         results: list[TestResult] = []
         asserts_left = sum(case.kind == "assert" for case in job.tests)
-        for case in job.tests:
+        for i, case in enumerate(job.tests):
             asserts_left -= case.kind == "assert"
             request = {"op": "run", "kind": case.kind, "timeout_s": timeout_s,
                        "memory_mb": memory_mb, "output_limit_bytes": OUTPUT_LIMIT_MB * 2**20, "job": job_id,
-                       "keep": asserts_left > 0, "tests_left": asserts_left + 1}
+                       "keep": asserts_left > 0, "tests_left": asserts_left + 1, "last": i == len(job.tests) - 1}
             fds = _test_fds(case, job)
             try:
                 outcome = worker.request(request, fds + [source], timeout_s=timeout_s + 30.0)
@@ -230,15 +230,12 @@ class Sandbox:
             # both come from the candidate's report pipe, closed before its program runs: never forged
             if "setup_error" in outcome:
                 raise SandboxFailure(outcome["setup_error"][:300])
-            if "compile_error" in outcome:
-                return _all_error(job, outcome["compile_error"])
+            stopped = _whole_job_result(outcome, case, job, verdict, stderr)
+            if stopped is not None:
+                if not request["last"]:  # its candidate ends now, not at the next job
+                    worker.request({"op": "end_job"}, [], timeout_s=30.0)
+                return stopped
             if case.kind == "assert":
-                load_error = _load_error(outcome, verdict, stderr)
-                if load_error == LOAD_TIMEOUT:  # measured: its CPU time decides whether the cache keeps it
-                    errors = (TestResult("error", load_error, outcome["wall_s"], outcome["cpu_s"]),)
-                    return ExecutionResult(tests=errors * len(job.tests), error=load_error)
-                if load_error:
-                    return _all_error(job, load_error)
                 results.append(_judge_assert(outcome, verdict, memory_mb))
             else:
                 result = _judge_stdio(outcome, case, stdout, stderr, memory_mb)
@@ -366,6 +363,18 @@ def _load_error(outcome: dict, verdict: bytes, stderr: bytes) -> str:
         return _text(str(parsed.get("message", "the program failed to load")))
     how = _how_it_ended(outcome["c_status"])
     return f"the program {'was ' if how.startswith('killed') else ''}{how} while loading"
+
+
+def _whole_job_result(outcome: dict, case: TestCase, job: Job, verdict: bytes, stderr: bytes) -> ExecutionResult | None:
+    """The result of the whole job when this test ends it (the program did not compile, or did not load), else
+    None. A timeout while loading is measured: its CPU time decides whether the cache keeps it."""
+    if "compile_error" in outcome:
+        return _all_error(job, outcome["compile_error"])
+    load_error = _load_error(outcome, verdict, stderr) if case.kind == "assert" else ""
+    if load_error == LOAD_TIMEOUT:
+        errors = (TestResult("error", load_error, outcome["wall_s"], outcome["cpu_s"]),)
+        return ExecutionResult(tests=errors * len(job.tests), error=load_error)
+    return _all_error(job, load_error) if load_error else None
 
 
 def _judge_assert(outcome: dict, verdict_raw: bytes, memory_mb: int) -> TestResult:

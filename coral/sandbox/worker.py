@@ -163,12 +163,14 @@ class Worker:
         """Send one request (with fds) and wait for its reply; SandboxFailure if the worker is gone."""
         if self.sock is None:
             raise SandboxFailure("worker is not running")
-        body = json.dumps(message).encode()
+        message_bytes = len(body := json.dumps(message).encode()).to_bytes(8, "little") + body
         try:
             self.sock.settimeout(timeout_s)
-            self.sock.sendmsg([len(body).to_bytes(8, "little")],
-                              [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else [])
-            self.sock.sendall(body)
+            # one call: the server then finds the whole request at once, never part of it (how it reads it must
+            # not depend on timing, or what the job's candidates inherit from the server would)
+            sent = self.sock.sendmsg([message_bytes],
+                                     [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else [])
+            self.sock.sendall(message_bytes[sent:])
             size = int.from_bytes(self._recv_exact(8), "little")
             reply = json.loads(self._recv_exact(size))
             self.restart_pending = self.restart_pending or bool(reply.get("restart"))

@@ -37,10 +37,19 @@ def asserts(*codes: str) -> tuple[TestCase, ...]:
     return tuple(TestCase("assert", code=c) for c in codes)
 
 
-def leaf_processes(pid: int) -> list[int]:
-    """The descendants of `pid` without children of their own (between jobs: the worker's judge)."""
-    children = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as fh:
-            children += [int(c) for c in fh.read().split()]
-    return [leaf for child in children for leaf in leaf_processes(child)] if children else [pid]
+def processes_named(root: int, name: str) -> list[int]:
+    """The descendants of `root` whose name (comm) is `name`: the worker names its processes coral-zygote,
+    coral-server (one per job), coral-judge and coral-candidate."""
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as fh:
+                    todo += [int(child) for child in fh.read().split()]
+            with open(f"/proc/{pid}/comm") as fh:
+                if fh.read().strip() == name:
+                    found.append(pid)
+        except OSError:  # gone meanwhile
+            continue
+    return sorted(found)

@@ -242,6 +242,7 @@ def test_what_a_job_sees_of_pids_does_not_depend_on_the_jobs_before_it(bwrap_san
     code = PID_MOVERS[mover]
     bwrap_sandbox.run_many([Job(code, assert_tests("assert candidate() == 1"), "f", timeout_s=0.5)])
     after = bwrap_sandbox.run_many([_stdio(PID_VIEW, "")])[0].tests[0].output
+    # the zygote is pid 1 (the candidate's parent), the judge 2, the candidate 300
     assert after == before and before.startswith("300 1 [1, 2, 300]"), (before, after)
 
 
@@ -273,7 +274,7 @@ def test_a_job_cannot_find_the_previous_jobs_outcome_in_the_memory_it_inherits(s
     assert result.tests[0].verdict == "fail", result
 
 
-# The CPU clock of any process is readable by pid without a permission: the judge's and the forker's CPU time
+# The CPU clock of any process is readable by pid without a permission: the judge's and the zygote's CPU time
 # grow with what earlier jobs made them do (a big reply to decode, candidates to fork).
 CPU_CLOCKS = """
 import os, threading, time
@@ -290,6 +291,37 @@ def f():
 """
 
 
-def test_a_program_cannot_read_the_cpu_time_of_the_judge_or_the_forker(sandbox):
+def test_a_program_cannot_read_the_cpu_time_of_the_judge_or_the_zygote(sandbox):
     result = sandbox.run(CPU_CLOCKS, asserts("assert candidate() == (0, 4)"), entry_point="f")
     assert result.passed, result
+
+
+# A Python process keeps traces of the work it did in its allocator: the addresses new objects get, its count of
+# allocated blocks, its collector's counts. Candidates were forked from one long-lived process, whose state
+# alternated with the parity of the forks it had made (a job chooses it by crashing between its tests) and
+# changed when it forked a judge (a job that times out has the judge replaced).
+HEAP_VIEW = ("import gc, resource, sys\nprint(sys.getallocatedblocks(), gc.get_count(), id(object()), id([]), id({}), "
+             "id(1.5), resource.getrlimit(resource.RLIMIT_AS))\n")
+HEAP_MOVERS = {
+    "one_test": ("def f():\n    return 1\n", 1),
+    "two_crashes": ("import os\ndef f():\n    os._exit(3)\n", 2),
+    "three_crashes": ("import os\ndef f():\n    os._exit(3)\n", 3),
+    "a_judge_that_timed_out": ("def f():\n    while True:\n        pass\n", 1),
+    "a_stdio_job": (None, 1),
+}
+
+
+def test_what_a_job_inherits_of_the_process_it_is_forked_from_does_not_depend_on_the_jobs_before_it(sandbox):
+    from sandbox_helpers import asserts as assert_tests
+
+    # CPython specializes the bytecode of the zygote's loop after a few dozen turns (its warm-up): what a job
+    # inherits changes once then, with the number of jobs the worker has run, not with what they did
+    sandbox.run_many([_stdio(f"print({i})", str(i)) for i in range(64)])
+    views = []
+    for name in [*HEAP_MOVERS, *HEAP_MOVERS]:
+        code, tests = HEAP_MOVERS[name]
+        job = (_stdio("print(1)", "1") if code is None else
+               Job(code, assert_tests(*["assert candidate() == 1"] * tests), "f", timeout_s=0.5))
+        sandbox.run_many([job])
+        views.append((name, sandbox.run_many([_stdio(HEAP_VIEW, "")])[0].tests[0].output))
+    assert len({view for _, view in views}) == 1, views

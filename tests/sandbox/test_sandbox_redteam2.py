@@ -10,7 +10,7 @@ import signal
 import time
 
 import pytest
-from sandbox_helpers import asserts, leaf_processes, make_sandbox
+from sandbox_helpers import asserts, make_sandbox, processes_named
 
 from coral.sandbox import Job, Sandbox
 from coral.trajectory import TestCase
@@ -22,7 +22,7 @@ ADD_ONE_TESTS = asserts("assert candidate(1) == 2", "assert candidate(2) == 3")
 def _kill_the_judge(sandbox: Sandbox) -> None:
     """What a program with subprocesses can do on kernels whose Landlock does not scope signals (before
     6.12), or the OOM killer anywhere: the worker's judge dies between two jobs."""
-    judges = leaf_processes(sandbox._all[0].proc.pid)
+    judges = processes_named(sandbox._all[0].proc.pid, "coral-judge")
     assert len(judges) == 1, judges
     os.kill(judges[0], signal.SIGKILL)
     time.sleep(0.2)

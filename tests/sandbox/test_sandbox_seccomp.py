@@ -213,6 +213,6 @@ def test_the_spec_refuses_the_cpu_clocks_of_other_processes():
     nr = {name: number for number, name in names.items()}
     einval = 0x00050000 | errno.EINVAL
     assert expected(nr["clock_gettime"], ((~2 << 3) | 2, 0, 0), False) == einval  # the judge's (pid 2)
-    assert expected(nr["timer_create"], ((~1 << 3) | 2, 0, 0), False) == einval  # the forker's (pid 1)
+    assert expected(nr["timer_create"], ((~1 << 3) | 2, 0, 0), False) == einval  # the zygote's (pid 1)
     for own in (2, (~0 << 3) | 2, (~PID << 3) | 2, (~1 << 3) | 6):  # CLOCK_PROCESS_CPUTIME_ID, self, a thread's
         assert expected(nr["clock_gettime"], (own, 0, 0), False) == _confine.RET_ALLOW, own
