@@ -52,7 +52,7 @@ def test_too_deep_values_are_refused():
 def test_loaded_mark_matches_the_host_constant():
     import _roles
 
-    from coral.sandbox.sandbox import LOADED_MARK
+    from coral.sandbox.outcome import LOADED_MARK
 
     assert _roles.LOADED_MARK == LOADED_MARK
 
