@@ -17,11 +17,17 @@ import select
 import time
 
 PAGE_KB = os.sysconf("SC_PAGE_SIZE") // 1024
-_PROC = [-1]  # a directory fd of the server's /proc (use_proc)
+_PROC: list[int | None] = [None]  # a directory fd of the server's /proc (use_proc); None: the path /proc
 
 
 def use_proc(proc_fd: int) -> None:
     _PROC[0] = proc_fd
+
+
+def _proc_path(pid: int | str, name: str) -> tuple[str, int | None]:
+    """(path, dir_fd) of /proc/<pid>/<name>: through the server's fd, or the path /proc on the host
+    (coral.procmem uses these readers there)."""
+    return (f"{pid}/{name}", _PROC[0]) if _PROC[0] is not None else (f"/proc/{pid}/{name}", None)
 
 
 def wait_readable(fd: int, deadline: float) -> bool:
@@ -66,7 +72,8 @@ def read_start_report(report_r: int) -> dict:
 
 
 def read_proc(pid: int | str, name: str) -> bytes:
-    fd = os.open(f"{pid}/{name}", os.O_RDONLY, dir_fd=_PROC[0])
+    path, dir_fd = _proc_path(pid, name)
+    fd = os.open(path, os.O_RDONLY, dir_fd=dir_fd)
     try:
         return os.read(fd, 4096)
     finally:
@@ -102,7 +109,8 @@ def proc_hwm_kb(pid: int) -> int | None:
 def reset_peak(pid: int) -> None:
     """Reset the candidate's VmHWM to its current RSS, so the next test's peak is its own."""
     try:
-        fd = os.open(f"{pid}/clear_refs", os.O_WRONLY, dir_fd=_PROC[0])
+        path, dir_fd = _proc_path(pid, "clear_refs")
+        fd = os.open(path, os.O_WRONLY, dir_fd=dir_fd)
         try:
             os.write(fd, b"5")
         finally:
