@@ -81,7 +81,8 @@ class Server:
         self.kids, kids_zygote = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.kids.settimeout(HELLO_TIMEOUT_S)
         self.setup = _children.Setup(config, proc_fd, config["fresh_tmpfs"], kids_zygote)
-        self.zygote, self.answers, self.zygote_pid, self.pid_max = _start_zygote(self.setup, config)
+        self.zygote, self.answers, zygote_pid, self.pid_max = _start_zygote(self.setup, config)
+        self.zygote_statm = os.open(f"{zygote_pid}/statm", os.O_RDONLY, dir_fd=proc_fd)
         kids_zygote.close()
         self.dirty = False  # a candidate that used the run dir ended since it was renewed
         self.restart = False  # the fallback's run dir could not be emptied: the host replaces this worker
@@ -105,6 +106,11 @@ class Server:
         if word != b"hello" or len(got) != 1:
             raise OSError("a new child did not say hello")
         return _Child(got[0])
+
+    def _zygote_statm(self) -> tuple[int, int]:
+        """(virtual size, resident) of the zygote, in pages: what a child of it starts with."""
+        fields = os.pread(self.zygote_statm, 256, 0).split()
+        return int(fields[0]), int(fields[1])
 
     def _end(self, child: _Child) -> tuple[int, float, int]:
         """The zygote kills and reaps the candidate's whole process group: (its wait status, CPU s, peak RSS kB).
@@ -170,7 +176,7 @@ class Server:
         """A confined candidate given `fds` (a Landlock ruleset and its report pipe are added); (it, the RSS in kB it
         starts with, the read end of its report pipe, non-blocking)."""
         tests = req.get("tests_left", 1) if assert_kind else 1  # the assert tests it may serve
-        vsize_pages, rss_pages = _zygote_statm(self.zygote_pid)  # a child starts with the zygote's memory
+        vsize_pages, rss_pages = self._zygote_statm()  # a child starts with the zygote's memory
         limits = {"cpu_s": math.ceil(req["timeout_s"] * tests) + 1, "file_size_bytes": req["output_limit_bytes"],
                   "open_files": 64, "processes": 64,
                   "address_space_bytes": vsize_pages * _measure.PAGE_KB * 1024 + req["memory_mb"] * 2**20}
@@ -261,7 +267,7 @@ class Server:
             self.stop_judge()
         if self.judge is None:
             server_end, judge_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            vsize_pages, _ = _zygote_statm(self.zygote_pid)
+            vsize_pages, _ = self._zygote_statm()
             try:
                 address_space_bytes = vsize_pages * _measure.PAGE_KB * 1024 + JUDGE_MEMORY_MB * 2**20
                 child = self._spawn(b"j", address_space_bytes.to_bytes(8, "little"), [judge_end.fileno()])
@@ -283,12 +289,6 @@ class Server:
             os.close(child.pidfd)
             os.write(self.zygote, b"r")
             _read_exact(self.answers, 1)
-
-
-def _zygote_statm(pid: int) -> tuple[int, int]:
-    """(virtual size, resident) of the zygote, in pages: what a child of it starts with."""
-    fields = _measure.read_proc(pid, "statm").split()
-    return int(fields[0]), int(fields[1])
 
 
 def _read_exact(fd: int, n: int) -> bytes:
