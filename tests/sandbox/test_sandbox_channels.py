@@ -1,11 +1,14 @@
-"""Channels between jobs (fourth red-team round, 2026-12-06): a correct job that knows the answer tries to
+"""Channels between jobs (fourth red-team round, 2026-12-05): a correct job that knows the answer tries to
 hand it to a wrong program running at the same time on another worker, or right after it on the same
 worker. The wrong program passes only if the channel works. Before the fixes each of these passed:
 - file locks (flock, POSIX record locks, OFD locks) and dnotify on the shared read-only interpreter files;
 - futexes on a page of a shared file (one kernel key for every process that maps it);
 - page-cache residency of shared files, set by reading or dropping pages and read back with cachestat,
-  mincore or RWF_NOWAIT reads.
-Both isolation modes (each `pair` fixture has two workers)."""
+  mincore or RWF_NOWAIT reads;
+- the pid of the next candidate (threads advance the counter) and everything else a job sees of pids;
+- the previous job's outcome in the memory a candidate inherits, and the state of that memory's allocator;
+- the CPU time of the judge and of the process candidates are forked from.
+Both isolation modes where it applies (the `pair` fixture has two workers)."""
 
 from __future__ import annotations
 

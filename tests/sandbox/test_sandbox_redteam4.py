@@ -1,4 +1,4 @@
-"""Fourth red-team round (2026-12-06), the findings that are not channels between jobs (those are in
+"""Fourth red-team round (2026-12-05), the findings that are not channels between jobs (those are in
 test_sandbox_channels.py). Before the fixes:
 - a test that expects an exception and catches broadly (`except Exception`, a bare `except:`, unittest's
   `assertRaises(Exception)`) passed a program that exited, returned a value the judge cannot check or
