@@ -16,6 +16,7 @@ from typing import Any, Literal
 from coral.agents import PROMPT_STYLES, make_agent
 from coral.config import UserInputError
 from coral.policy.base import SamplingParams
+from coral.terminal import Bar, print_metrics
 from coral.trajectory import Task, Trajectory, to_dict
 from coral.workflows.chain import ChainConfig, run_chain
 
@@ -265,36 +266,21 @@ def _check_unique_ids(tasks: Sequence[Task], bench: str) -> None:
 
 
 class _progress:
-    """A rich progress bar over tasks (a no-op when disabled)."""
+    """A progress bar over tasks with the running pass rate and an ETA (a no-op when disabled)."""
 
     def __init__(self, enabled: bool, total: int, cfg: EvalConfig):
         self.enabled, self.total, self.cfg = enabled, total, cfg
 
     def __enter__(self):
-        if not self.enabled:
-            return lambda n, rate: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(TextColumn("[bold]eval[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("pass {task.fields[rate]:.3f}"), TimeElapsedColumn())
-        self.bar.start()
-        self.task = self.bar.add_task(f"{self.cfg.workflow} on {self.cfg.bench_name}", total=self.total, rate=0.0)
-        return lambda n, rate: self.bar.update(self.task, advance=n, rate=rate)
+        self.bar = Bar(self.enabled, {"rate": "pass {:.3f}"})
+        row = self.bar.row(f"eval {self.cfg.workflow} on {self.cfg.bench_name}", self.total, rate=0.0)
+        return lambda n, rate: self.bar.advance(row, n, rate=rate)
 
     def __exit__(self, *exc):
-        if self.enabled:
-            self.bar.stop()
+        self.bar.close()
         return False
 
 
 def print_summary(summary: dict[str, float], cfg: EvalConfig) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"coral eval: {cfg.workflow} / {cfg.bench_name} / {cfg.model}")
-    for key in summary:
-        table.add_column(key, justify="right")
-    table.add_row(*[f"{v:.3f}" if isinstance(v, float) and not v.is_integer() else f"{v:g}"
-                    for v in summary.values()])
-    Console().print(table)
-    Console().print(f"samples: {Path(cfg.out_dir) / 'samples.jsonl'}")
+    print_metrics(f"coral eval: {cfg.workflow} / {cfg.bench_name} / {cfg.model}", summary,
+                  [f"samples: {Path(cfg.out_dir) / 'samples.jsonl'}"])

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from coral.benchmarks.records import parse_jsonl
 from coral.policy.base import Message, user
+from coral.terminal import Bar
 
 
 @dataclass(frozen=True)
@@ -219,20 +219,14 @@ def epoch_batches(lengths: Sequence[int], batch_size: int, window: int, rng: ran
 
 
 class ProgressBar:
-    """A rich progress bar with the running loss; does nothing when disabled."""
+    """One SFT run's progress row (steps, running loss, elapsed, ETA); does nothing when disabled."""
 
     def __init__(self, enabled: bool, total: int, name: str, done: int = 0):
-        self.p = None
-        if enabled:
-            self.p = Progress(TextColumn("[bold]{task.description}[/]"), BarColumn(), MofNCompleteColumn(),
-                              TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn())
-            self.p.start()
-            self.t = self.p.add_task(name, total=total, completed=done, loss=float("nan"))
+        self.bar = Bar(enabled, {"loss": "loss {:.3f}"})
+        self.row = self.bar.row(name, total, done)
 
     def __call__(self, loss: float) -> None:
-        if self.p is not None:
-            self.p.update(self.t, advance=1, loss=loss)
+        self.bar.advance(self.row, loss=loss)
 
     def close(self) -> None:
-        if self.p is not None:
-            self.p.stop()
+        self.bar.close()

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from coral.policy.hf import HFPolicy
+from coral.terminal import Bar
 from coral.train.sft import (
-    ProgressBar,
     SFTConfig,
     SFTExample,
     batch_plan,
@@ -95,11 +95,8 @@ def _show_progress(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
     worker has finished or failed."""
     names = list(jobs)
     totals = {name: total_steps(len(ex), cfg) for name, (_, ex, cfg) in jobs.items()}
-    bars = ProgressBar(progress, totals[names[0]], f"sft {names[0]}")
-    rows = {names[0]: bars.t} if bars.p is not None else {}
-    for name in names[1:]:
-        if bars.p is not None:
-            rows[name] = bars.p.add_task(f"sft {name}", total=totals[name], loss=float("nan"))
+    bars = Bar(progress, {"loss": "loss {:.3f}"})
+    rows = {name: bars.row(f"sft {name}", totals[name]) for name in names}
     pending, seen = set(names), dict.fromkeys(names, 0)
     try:
         while pending:
@@ -107,8 +104,7 @@ def _show_progress(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
             try:
                 name, loss, steps = queue.get(timeout=0.5)
                 seen[name] += steps
-                if bars.p is not None:
-                    bars.p.update(rows[name], advance=steps, **({} if loss is None else {"loss": loss}))
+                bars.advance(rows[name], steps, **({} if loss is None else {"loss": loss}))
             except queue_module.Empty:  # no progress in 0.5 s: look for finished or failed workers
                 quiet = True
             # a finished worker's last messages may still be on their way: wait for them, or a quiet 0.5 s
