@@ -7,6 +7,7 @@ decide when to save (coral/train/loop.py does).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import shutil
@@ -95,6 +96,16 @@ def policy_weights(policy: Any) -> dict[str, torch.Tensor]:
     """What a checkpoint keeps of a policy: its own state_dict() when it has one (an adapter on a shared
     base: that adapter only), else its model's."""
     return policy.state_dict() if hasattr(policy, "state_dict") else policy.model.state_dict()
+
+
+def weights_digest(state: dict[str, torch.Tensor]) -> str:
+    """A digest of a state dict's names, dtypes, shapes and bytes: equal digests, equal weights."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name in sorted(state):
+        tensor = state[name].detach().cpu().contiguous()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
 
 
 def load_weights(policy: Any, state: dict[str, torch.Tensor]) -> None:

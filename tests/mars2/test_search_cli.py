@@ -28,8 +28,8 @@ def test_search_saves_trees_and_a_viewer_and_resumes_a_partial_run(tmp_path, mon
     real_save = coral.mars2.search._save_trees
     calls = []
 
-    def save_then_crash(path, trees, c):
-        real_save(path, trees, c)
+    def save_then_crash(path, trees, c, digests):
+        real_save(path, trees, c, digests)
         calls.append(1)
         if len(calls) == 1:
             raise KeyboardInterrupt
@@ -55,3 +55,42 @@ def test_resuming_with_another_config_is_refused_with_a_clear_error(tmp_path, ca
     assert main(args("1")) == 0
     assert main(args("2")) == 2
     assert "was written with another config" in capsys.readouterr().err
+
+
+def _model_dir(path, seed: int):
+    from coral.policy import tiny_policy
+
+    tiny_policy(seed=seed, d_model=16, n_layers=1).save(path)
+    return str(path)
+
+
+def test_a_model_retrained_at_the_same_path_is_refused_by_its_weights_not_accepted_by_its_path(tmp_path, capsys):
+    """The first search's trees were grown by one model; the same directory then holds other weights: resuming
+    would mix two models' nodes in one tree, so the search refuses, naming the model; --resume false regrows."""
+    model = tmp_path / "coder"
+
+    def args(*extra: str) -> list[str]:
+        return ["search", "--bench", "procedural-test", "--models", str(model), "--limit", "1", "--max-nodes", "1",
+                "--max-new-tokens", "4", "--out-dir", str(tmp_path / "s"), "--sandbox-workers", "1", "--no-progress",
+                *extra]
+
+    _model_dir(model, seed=0)
+    assert main(args()) == 0
+    assert main(args()) == 0  # same weights: resumed
+    _model_dir(model, seed=1)  # "retrained": other weights at the same path
+    capsys.readouterr()
+    assert main(args()) == 2
+    err = capsys.readouterr().err
+    assert f"model {str(model)!r} has other weights than when these trees were grown" in err
+    assert len(err.strip().splitlines()) == 1
+    assert main(args("--resume", "false")) == 0  # grown anew with the new weights
+    assert main(args()) == 0
+
+
+def test_search_prints_its_results_also_without_progress(tmp_path, capsys):
+    assert main(["search", "--bench", "procedural-test", "--models", _scripted(tmp_path), "--limit", "2",
+                 "--max-nodes", "2", "--out-dir", str(tmp_path / "s"), "--sandbox-workers", "1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "coral search: abmcts / procedural-test" in out
+    assert "pass@1" in out and "pass@n" in out and "nodes_per_tree" in out
+    assert f"viewer: {tmp_path / 's' / 'trees.html'}" in out.replace("\n", "")
