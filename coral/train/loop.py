@@ -20,6 +20,7 @@ import json
 import logging
 import random
 import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -38,6 +39,17 @@ StepFn = Callable[[int, Sequence[Any]], dict[str, float]]
 """A recipe's training step: (step number from 1, this step's batch of tasks) -> metrics to log."""
 
 
+def tensorboard_writer(out_dir: Path) -> Any:
+    """A TensorBoard writer of `out_dir`/tb, or None (with a warning) when tensorboard cannot be imported."""
+    try:
+        # lazy: tensorboard costs about a second to import, only a run that logs needs it
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboard is a declared dependency: a broken install is reported, not hidden
+        logger.warning("tensorboard is not importable; nothing goes to %s", out_dir / "tb")
+        return None
+    return SummaryWriter(str(out_dir / "tb"))
+
+
 class MetricsLog:
     """metrics.jsonl (rewritten from `history` on start, then appended and flushed per step) and
     TensorBoard scalars, both under `out_dir`. Rewriting on start drops the steps a crashed run logged
@@ -49,14 +61,7 @@ class MetricsLog:
         self.path = out_dir / "metrics.jsonl"
         self.path.write_text("".join(json.dumps(m) + "\n" for m in history))
         self.history: list[dict[str, float]] = list(history)
-        try:
-            # lazy: tensorboard costs about a second to import, only a run that logs needs it
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.tb = SummaryWriter(str(out_dir / "tb"))
-        except ImportError:  # tensorboard is a declared dependency: a broken install is reported, not hidden
-            logger.warning("tensorboard is not importable; metrics go to %s only", self.path)
-            self.tb = None
+        self.tb = tensorboard_writer(out_dir)
 
     def __call__(self, metrics: dict[str, float]) -> None:
         self.history.append(metrics)
@@ -67,6 +72,30 @@ class MetricsLog:
                 if key != "step":
                     self.tb.add_scalar(key, value, int(metrics["step"]))
             self.tb.flush()
+
+
+def log_sft_curves(out_dir: str | Path, curves: Mapping[str, Sequence[float]]) -> None:
+    """A cold start's loss curves: `out_dir`/sft_loss.jsonl (one line per role: {"role", "loss"}, which the run
+    report draws) and TensorBoard scalars sft/ROLE/loss against the SFT step (from 1)."""
+    out_dir = Path(out_dir)
+    (out_dir / "sft_loss.jsonl").write_text("".join(json.dumps({"role": r, "loss": list(c)}) + "\n"
+                                                    for r, c in curves.items()))
+    tb = tensorboard_writer(out_dir)
+    if tb is not None:
+        for role, curve in curves.items():
+            for step, loss in enumerate(curve, 1):
+                tb.add_scalar(f"sft/{role}/loss", loss, step)
+        tb.close()
+
+
+def log_evaluation(out_dir: str | Path, figures: Mapping[str, float], step: int) -> None:
+    """Held-out figures (e.g. {"eval/pass@1": 0.41}) as TensorBoard scalars at RL step `step` (0: before RL),
+    beside the training curves; the run's summary.json holds them too."""
+    tb = tensorboard_writer(Path(out_dir))
+    if tb is not None:
+        for key, value in figures.items():
+            tb.add_scalar(key, value, step)
+        tb.close()
 
 
 @functools.lru_cache(maxsize=4)
@@ -107,12 +136,15 @@ class Run:
     kept). `restore` reads the latest checkpoint into the agents; `save` writes one. `start_over` deletes
     the checkpoints an earlier run left (a recipe's `resume: false`). With `may_change` (dotted field
     names), a run that has a checkpoint is resumed only under the config of its config.json, up to those
-    fields (check_resumable_config)."""
+    fields (check_resumable_config). `elapsed_s()` is the run's time over all its sessions: each checkpoint
+    keeps it (state["elapsed_s"]) and a restored run goes on from there (the time between a run's last
+    checkpoint and its kill is not counted)."""
 
     def __init__(self, out_dir: str | Path, config: Any = None, start_over: bool = False,
                  may_change: Sequence[str] | None = None):
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
+        self._t0, self._before_s = time.perf_counter(), 0.0
         self.ckpt_root = self.out / "ckpt"
         if start_over:
             shutil.rmtree(self.ckpt_root, ignore_errors=True)
@@ -129,9 +161,18 @@ class Run:
         """The trainer state of the latest checkpoint, with the agents and RNG states restored in place;
         None when the run has no checkpoint yet."""
         path = self.latest()
-        return None if path is None else load_checkpoint(path, dict(agents))
+        if path is None:
+            return None
+        state = load_checkpoint(path, dict(agents))
+        self._before_s = float(state.get("elapsed_s", 0.0))  # 0 for a checkpoint of an older coral
+        return state
+
+    def elapsed_s(self) -> float:
+        """Seconds this run has taken: the earlier sessions' (up to their last checkpoint) and this one's."""
+        return self._before_s + time.perf_counter() - self._t0
 
     def save(self, agents: Mapping[str, TrainedAgent], state: dict[str, Any]) -> Path:
+        state["elapsed_s"] = self.elapsed_s()
         return save_checkpoint(self.ckpt_root, int(state["step"]), dict(agents), state)
 
 

@@ -66,21 +66,39 @@ def test_malformed_config_file_is_named(tmp_path, capsys):
     assert "eval.yaml: malformed YAML" in capsys.readouterr().err
 
 
-def test_demo_runs_end_to_end_and_writes_a_report(tmp_path, capsys):
-    out = tmp_path / "demo"
-    rc = main(["demo", "--no-progress", "--out-dir", str(out), "--n-train-tasks", "40", "--n-test-tasks", "4",
-               "--d-model", "32", "--n-layers", "1", "--sft.epochs", "0.5", "--rl-steps", "2",
-               "--tasks-per-step", "2", "--plans-per-task", "2", "--codes-per-plan", "2",
-               "--max-new-tokens", "16", "--sandbox-workers", "1", "--n-fresh-tasks", "3"])
-    assert rc == 0
-    printed = capsys.readouterr().out
-    assert "held-out pass@1 after SFT -> after SFT + RL (seed 0" in printed
-    # both held-out sets, greedy and sampled (4 samples per task is the demo's default)
-    assert "new skeletons (test split), 4 tasks, greedy:" in printed
-    assert "new skeletons (test split), 4 tasks, 4 samples per task at temperature 1.0:" in printed
-    assert "tasks of the training skeletons, 3 tasks, greedy:" in printed
-    assert "tasks of the training skeletons, 3 tasks, 4 samples per task at temperature 1.0:" in printed
-    assert printed.count("paired standard error") == 5  # four changes and the note on noise
+DEMO = ["demo", "--no-progress", "--n-train-tasks", "40", "--n-test-tasks", "4", "--d-model", "32", "--n-layers", "1",
+        "--sft.epochs", "0.5", "--rl-steps", "2", "--tasks-per-step", "2", "--plans-per-task", "2",
+        "--codes-per-plan", "2", "--max-new-tokens", "16", "--sandbox-workers", "1", "--n-fresh-tasks", "3"]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """One tiny demo run (about 40 s on a quiet machine): its directory and what it printed."""
+    import contextlib
+    import io
+    import os
+
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    printed = io.StringIO()
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "200"  # the table's rows on one line each
+    try:
+        with contextlib.redirect_stdout(printed):
+            assert main([*DEMO, "--out-dir", str(out)]) == 0
+    finally:
+        os.environ.pop("COLUMNS") if columns is None else os.environ.update(COLUMNS=columns)
+    return out, printed.getvalue()
+
+
+def test_demo_runs_end_to_end_and_writes_a_report(demo, tmp_path):
+    out, printed = demo
+    assert "coral train: CoRe-Code, held-out pass@1" in printed
+    # both held-out sets, greedy and sampled (4 samples per task is the demo's default), with their paired change
+    for label in ("new skeletons (test split), greedy", "new skeletons (test split), 4/task at T=1.0",
+                  "tasks of the training skeletons, greedy", "tasks of the training skeletons, 4/task at T=1.0"):
+        assert f"│ {label} " in printed
+    assert "change ± SE" in printed and "paired standard error" in printed
+    assert f"report: {out / 'report.html'}" in printed.replace("\n", "")
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) >= {"pass@1_sft", "pass@1_rl", "seed", "wall_s", "pass@1_fresh_sft", "pass@1_fresh_rl"}
     # the printed change is the per-task mean: with k = 1 it equals the difference of the pass@1 figures
@@ -96,13 +114,36 @@ def test_demo_runs_end_to_end_and_writes_a_report(tmp_path, capsys):
     assert labels == {"eval_sft": "procedural-test", "eval_rl_sampled": "procedural-test",
                       "eval_sft_fresh": "procedural-train-unseen", "eval_rl_fresh_sampled": "procedural-train-unseen"}
     page = (out / "report.html").read_text()
-    assert "<polyline" in page and "new skeletons (test split), after SFT + RL (greedy)" in page
-    assert "tasks of the training skeletons, after SFT + RL (4 samples per task)" in page
+    assert "<polyline" in page and "new skeletons (test split), greedy" in page and "change ± SE" in page
+    assert "cold start: SFT loss per role" in page and "<details><summary>config (" in page
     assert (out / "final" / "coder" / "config.json").is_file()
     # the saved coder is a model `coral eval --model` accepts
     assert main(["eval", "--workflow", "single", "--bench", "procedural-test", "--limit", "2",
                  "--max-new-tokens", "8", "--model", str(out / "final" / "coder"),
                  "--out-dir", str(tmp_path / "ev"), "--no-progress"]) == 0
+
+
+def test_tensorboard_holds_the_sft_loss_and_the_held_out_pass_at_1_before_and_after_rl(demo):
+    from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
+
+    out, _ = demo
+    events = EventMultiplexer({"run": str(out / "tb")}).Reload()
+    tags = events.GetAccumulator("run").Tags()["scalars"]
+    assert {"sft/planner/loss", "sft/coder/loss", "eval/pass@1", "eval/pass@1_fresh_sampled"} <= set(tags)
+    assert [e.step for e in events.Scalars("run", "eval/pass@1")] == [0, 2]  # after SFT, after RL
+    assert len(events.Scalars("run", "sft/coder/loss")) == len(json.loads(
+        (out / "sft_loss.jsonl").read_text().splitlines()[1])["loss"])
+
+
+def test_a_finished_demo_run_again_keeps_its_recorded_wall_time(demo, capsys):
+    """Run again, the finished demo resumes at its last step and only evaluates again: its wall time is
+    the run's (SFT, evaluations, RL, over both sessions), not the second session's few seconds."""
+    out, _ = demo
+    first = json.loads((out / "summary.json").read_text())
+    assert main([*DEMO, "--out-dir", str(out)]) == 0
+    again = json.loads((out / "summary.json").read_text())
+    assert again["pass@1_rl"] == first["pass@1_rl"]
+    assert again["wall_s"] >= first["sft_s"] > 0  # the SFT of the first session is counted
 
 
 def test_train_names_an_unknown_recipe_and_a_bad_flag(tmp_path, capsys):
