@@ -34,7 +34,7 @@ from coral.benchmarks.metrics import fix_rate
 from coral.benchmarks.splits import build_tasks, fresh_tasks, rl_tasks, sft_tasks
 from coral.config import UserInputError
 from coral.corecode.config import RESUMABLE_CHANGES, CoReCodeConfig
-from coral.corecode.evaluate import EvalSet, eval_sets, evaluate_sets, fmt_change, paired_change_between
+from coral.corecode.evaluate import EvalSet, eval_sets, evaluate_sets, paired_change_between
 from coral.corecode.fork import fork_cold_start, save_cold_start
 from coral.corecode.rewards import all_tests, score_chain, score_debugger, written_result
 from coral.corecode.setup import (
@@ -45,13 +45,13 @@ from coral.corecode.setup import (
     sft_corecode,
     sft_references,
 )
-from coral.report.run_report import write_run_report
+from coral.report.recipes import corecode_report, finish
 from coral.sandbox import Sandbox
 from coral.sandbox.protocol import SandboxProtocol
 from coral.scale import ScaleOut
 from coral.train.checkpoints import TrainedAgent
 from coral.train.grpo import assign_advantages, grouped_rewards, reward_spread, unique_turns
-from coral.train.loop import Run, drive, new_state
+from coral.train.loop import Run, drive, log_evaluation, log_sft_curves, new_state
 from coral.train.rewards import CodeReward, RewardFn
 from coral.trajectory import ExecutionResult, Task
 from coral.workflows.chain import run_chain
@@ -65,14 +65,14 @@ UNPARSED_WARN_RATE = 0.5  # warn when more sampled completions than this fail to
 
 def train_corecode(cfg: CoReCodeConfig, progress: bool = True, reward_fn: RewardFn | None = None) -> dict[str, Any]:
     """SFT (unless resuming) -> eval -> RL with checkpoints -> eval. Returns the run summary, also
-    written to out_dir/summary.json. A killed run restarts from its latest checkpoint. `reward_fn`
-    scores each code (default: `CodeReward(cfg.correctness, cfg.efficiency_weight)`)."""
+    written to out_dir/summary.json, printed as a table and drawn in out_dir/report.html. A killed run restarts
+    from its latest checkpoint. `reward_fn` scores each code (default: `CodeReward(cfg.correctness,
+    cfg.efficiency_weight)`)."""
     say = functools.partial(_say, progress)
     reward_fn = reward_fn or CodeReward(cfg.correctness, cfg.efficiency_weight)
     run = Run(cfg.out_dir, cfg, start_over=not cfg.resume, may_change=RESUMABLE_CHANGES)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
-    t_start = time.perf_counter()
     train, test = build_tasks(cfg.splits)
     rl_pool = rl_tasks(cfg.splits, train)
     fresh = fresh_tasks(cfg.splits, train, rl_pool)
@@ -105,8 +105,10 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True, reward_fn: Reward
         after = evaluate_sets(cfg, policies, sets, sandbox, "rl", say)
     for role, policy in policies.items():
         policy.save(run.out / "final" / role)
-    summary = _summary(cfg, run.out, sets, state, after, time.perf_counter() - t_start)
+    summary = _summary(cfg, run.out, sets, state, after, run.elapsed_s())
     (run.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    log_evaluation(run.out, {f"eval/pass@1{s.suffix}": after[s.dir_name("rl")]["pass@1"] for s in sets}, cfg.rl_steps)
+    finish(corecode_report(run.out, summary))
     return summary
 
 
@@ -157,12 +159,15 @@ def _sft_and_evaluate(cfg: CoReCodeConfig, policies: dict[str, Any], train: list
         shutil.rmtree(sft_checkpoint_dir(cfg), ignore_errors=True)
     elif sft_checkpoint_dir(cfg).is_dir():
         say(f"resuming SFT from {sft_checkpoint_dir(cfg)}")
-    for role, curve in sft_corecode(cfg, policies, train, progress=progress, sandbox=sandbox).items():
+    curves = sft_corecode(cfg, policies, train, progress=progress, sandbox=sandbox)
+    for role, curve in curves.items():
         state["sft_loss"][role] = [curve[0], curve[-1]]
         say(f"SFT {role}: loss {curve[0]:.3f} -> {curve[-1]:.3f}")
+    log_sft_curves(cfg.out_dir, curves)
     state["sft_s"] = time.perf_counter() - t_sft
     say(f"SFT took {state['sft_s'] / 60:.1f} min")
     state.update(evaluate_sets(cfg, policies, sets, sandbox, "sft", say))
+    log_evaluation(cfg.out_dir, {f"eval/pass@1{s.suffix}": state[s.dir_name("sft")]["pass@1"] for s in sets}, 0)
     if cfg.eval_samples_per_task:
         sampled = state["eval_sft_sampled"]
         _warn_if_unparsed(cfg, sampled["parse_failures"] / max(sampled["samples"], 1), "after SFT (held-out test split)")
@@ -310,12 +315,4 @@ def _say(enabled: bool, text: str) -> None:
 
 def run_demo(cfg: CoReCodeConfig, progress: bool = True) -> dict[str, Any]:
     """The README's main job: SFT then CoRe-Code GRPO on tiny models, before/after pass@1, report."""
-    summary = train_corecode(cfg, progress=progress)
-    report = write_run_report(Path(cfg.out_dir))
-    print(f"held-out pass@1 after SFT -> after SFT + RL (seed {cfg.seed}, {summary['wall_s'] / 60:.1f} min):")
-    for e in summary["evaluations"]:
-        print(f"  {e['what']}, {e['tasks']} tasks, {e['how']}: {summary[e['sft']]['pass@1']:.3f} -> "
-              f"{summary[e['rl']]['pass@1']:.3f} ({fmt_change(summary['change'][e['change']])})")
-    print("a change within about two paired standard errors of zero is within this evaluation's noise")
-    print(f"report: {report}")
-    return summary
+    return train_corecode(cfg, progress=progress)
