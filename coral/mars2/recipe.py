@@ -21,13 +21,14 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
 from coral.agents import TEMPLATES, make_agent
+from coral.benchmarks.metrics import paired_change
 from coral.benchmarks.mutants import mutants
 from coral.benchmarks.splits import ProceduralSplits, build_tasks
 from coral.mars2.tree import TreeConfig, search, tree_metrics
@@ -35,13 +36,15 @@ from coral.mars2.tree_rewards import tree_advantages
 from coral.policy.base import SamplingParams
 from coral.policy.hf import HFPolicy
 from coral.policy.tiny import build_model, build_tokenizer
+from coral.report.recipes import finish, mars2_report
 from coral.sandbox import Sandbox
 from coral.sandbox.protocol import SandboxProtocol
 from coral.scale import ScaleOut
 from coral.seeding import EVAL_STEP
+from coral.terminal import Bar
 from coral.train.checkpoints import TrainedAgent
 from coral.train.grpo import AgentLearner, GRPOConfig, check_recipe_owned, reward_spread, saved_references
-from coral.train.loop import Run, drive, new_state
+from coral.train.loop import Run, drive, log_evaluation, log_sft_curves, new_state
 from coral.train.rewards import CodeReward, RewardFn
 from coral.train.sft import SFTConfig, SFTExample, code_block
 from coral.train.sft_parallel import train_sft_many
@@ -181,13 +184,13 @@ def build_agents(cfg: MARS2Config, examples: Sequence[Any]) -> list[Any]:
 
 
 def sft_agents(cfg: MARS2Config, policies: Sequence[Any], examples: Sequence[Any], progress: bool = True,
-               checkpoint_dir: Path | None = None) -> None:
+               checkpoint_dir: Path | None = None) -> dict[str, list[float]]:
     """SFT every agent in place (agent i with data seed cfg.seed + i); with `checkpoint_dir`, each agent's
-    SFT state is kept there and resumed after a crash."""
+    SFT state is kept there and resumed after a crash. Returns each agent's loss curve."""
     jobs = {f"agent{i}": (p, examples, replace(cfg.sft, seed=cfg.seed + i)) for i, p in enumerate(policies)}
     checkpoints = {name: checkpoint_dir / f"{name}.pt" for name in jobs} if checkpoint_dir is not None else None
     with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
-        train_sft_many(jobs, work, progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
+        return train_sft_many(jobs, work, progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
 
 
 def cold_start(cfg: MARS2Config, train: Sequence[Task], sandbox: SandboxProtocol, progress: bool = True,
@@ -245,13 +248,21 @@ def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Seq
 
 
 def evaluate_search(cfg: MARS2Config, policies: Sequence[Any], tasks: Sequence[Task], sandbox: SandboxProtocol,
-                    ) -> tuple[dict[str, float], list[Any]]:
-    """Held-out Pass@1 / Pass@N at the config's node budget, sampling at rl.temperature (seeded)."""
+                    progress: bool = False, name: str = "held-out search") -> tuple[dict[str, float], list[Any]]:
+    """Held-out Pass@1 / Pass@N at the config's node budget, sampling at rl.temperature (seeded); with
+    `progress`, a row of lockstep steps (one node per unfinished tree each) with the running Pass@1."""
 
     agents = make_tree_agents(cfg, policies)
-    trees = search(tasks, agents, sandbox, TreeConfig(cfg.eval_algorithm, cfg.max_nodes_per_tree, seed=cfg.seed),
-                   step=EVAL_STEP)
+    with Bar(progress, {"pass@1": "pass@1 {:.3f}"}) as bar:
+        row = bar.row(name, cfg.max_nodes_per_tree)
+        trees = search(tasks, agents, sandbox, TreeConfig(cfg.eval_algorithm, cfg.max_nodes_per_tree, seed=cfg.seed),
+                       step=EVAL_STEP, on_step=lambda t: bar.advance(row, **{"pass@1": tree_metrics(t)["pass@1"]}))
     return tree_metrics(trees), trees
+
+
+def per_task(trees: Sequence[Any]) -> dict[str, list[float]]:
+    """Each held-out tree's [Pass@1, Pass@N] as 0/1, by task id: what a paired change before/after pairs."""
+    return {t.task_id: [float(t.pass_at_1()), float(t.pass_at_n())] for t in trees}
 
 
 def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: tuple | None = None,
@@ -271,7 +282,7 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
     try:
         policies, fresh = _initial_policies(cfg, run, policies, train, sandbox, progress)
         if fresh is not None:  # a cold start is needed: no checkpoint holds its result yet
-            sft_agents(cfg, policies, fresh, progress, checkpoint_dir=run.out / "sft_ckpt")
+            log_sft_curves(run.out, sft_agents(cfg, policies, fresh, progress, checkpoint_dir=run.out / "sft_ckpt"))
         refs = cold_references(cfg, run.out / "cold_start", policies, saved=cfg.resume and run.latest() is not None)
         learners = [AgentLearner(f"agent{i}", p, cfg.rl, reference=refs[i]) for i, p in enumerate(policies)]
         agents = {f"agent{i}": TrainedAgent(p, lrn) for i, (p, lrn) in enumerate(zip(policies, learners, strict=True))}
@@ -279,7 +290,11 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
         if state is not None and progress:
             print(f"resumed from {run.latest()} (step {state['step']})", flush=True)
         if state is None:
-            state = new_state(before=evaluate_search(cfg, policies, test, sandbox)[0] if eval_before else None)
+            before, before_trees = evaluate_search(cfg, policies, test, sandbox, progress, "held-out search, cold start") \
+                if eval_before else (None, [])
+            state = new_state(before=before, before_tasks=per_task(before_trees) if eval_before else None)
+            if before is not None:
+                log_evaluation(run.out, {f"eval/{k}": before[k] for k in ("pass@1", "pass@n")}, 0)
             run.save(agents, state)  # step 0: the cold start's result
             shutil.rmtree(run.out / "sft_ckpt", ignore_errors=True)
 
@@ -294,7 +309,7 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
                                                           reward_fn),
                       train, agents, state, steps=cfg.rl_steps, tasks_per_step=cfg.tasks_per_step, seed=cfg.seed,
                       checkpoint_every_steps=cfg.checkpoint_every_steps, on_step=say)
-        after, trees = evaluate_search(cfg, ray_policies, test, ray_sandbox)
+        after, trees = evaluate_search(cfg, ray_policies, test, ray_sandbox, progress, "held-out search, after RL")
     finally:
         scale.close()
         if own:
@@ -302,9 +317,22 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
     for i, policy in enumerate(policies):
         policy.save(run.out / "final" / f"agent{i}")
     (run.out / "eval_trees.json").write_text(json.dumps([t.to_dict() for t in trees]))
-    summary = {"seed": cfg.seed, "before": state["before"], "after": after}
+    summary = {"seed": cfg.seed, "before": state["before"], "after": after, "tasks": len(trees),
+               "rl_steps": cfg.rl_steps, "change": paired_changes(state.get("before_tasks"), per_task(trees)),
+               "wall_s": run.elapsed_s()}
     (run.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    log_evaluation(run.out, {f"eval/{k}": after[k] for k in ("pass@1", "pass@n")}, cfg.rl_steps)
+    finish(mars2_report(run.out, summary))
     return summary
+
+
+def paired_changes(before: dict[str, list[float]] | None, after: dict[str, list[float]]) -> dict[str, Any]:
+    """The paired per-task change of Pass@1 and Pass@N (benchmarks.metrics.paired_change), when the run
+    kept the per-task results before RL (none for eval_before off or a checkpoint of an older coral)."""
+    if not before:
+        return {}
+    return {key: asdict(paired_change({t: v[i] for t, v in before.items()}, {t: v[i] for t, v in after.items()}))
+            for i, key in enumerate(("pass@1", "pass@n"))}
 
 
 def cold_references(cfg: MARS2Config, where: Path, policies: Sequence[Any], saved: bool) -> list[Any]:

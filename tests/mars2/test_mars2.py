@@ -131,7 +131,8 @@ def test_a_killed_mars2_run_resumes_to_the_same_state(tmp_path):
     read = lambda run: [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]  # noqa: E731
     keys = ["step", "reward", "agent0/nodes", "agent1/nodes"]
     assert [[m[k] for k in keys] for m in read(crashed)] == [[m[k] for k in keys] for m in read(clean)]
-    assert json.loads((crashed / "summary.json").read_text()) == json.loads((clean / "summary.json").read_text())
+    figures = lambda run: {k: v for k, v in json.loads((run / "summary.json").read_text()).items() if k != "wall_s"}  # noqa: E731
+    assert figures(crashed) == figures(clean)
 
 
 def test_log_kl_measures_the_distance_to_the_cold_start_also_after_a_resume(tmp_path, monkeypatch):
