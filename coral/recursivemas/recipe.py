@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from coral.benchmarks import load_benchmark
+from coral.benchmarks.metrics import paired_change
 from coral.config import UserInputError, from_mapping
 from coral.evaluation import EvalConfig
 from coral.recursivemas.agents import (
@@ -36,8 +37,10 @@ from coral.recursivemas.patterns import get_pattern
 from coral.recursivemas.system import RecursiveMAS
 from coral.recursivemas.tools import SandboxTool
 from coral.recursivemas.train import TrainState, load_links, new_state, restore, train_links
+from coral.report.recipes import finish, recursivemas_report
 from coral.sandbox import Sandbox
 from coral.scale import ScaleOut
+from coral.terminal import Bar
 from coral.train.loop import Run, check_resumable_config
 from coral.train.loop import new_state as new_trainer_state
 
@@ -58,13 +61,28 @@ def load_or_build_agents(cfg: RecursiveMASConfig, train: Any, progress: bool) ->
     return agents
 
 
-def _eval_all(state: TrainState, records: Any, sandbox: Any, tag: str) -> dict[str, float]:
+def _eval_all(state: TrainState, records: Any, sandbox: Any, tag: str, per_record: dict | None = None,
+              progress: bool = False) -> dict[str, float]:
+    """Accuracy, decoded tokens and time of the latent system and of its final agent alone on `records`,
+    as {tag/workflow/figure: value}; with `per_record`, each record's verdict lands there under tag/workflow
+    (what a paired change before/after pairs)."""
     cfg = state.cfg
     out: dict[str, float] = {}
-    for workflow in ("recursive", "single"):
-        res = evaluate(workflow, state.system, records, cfg.rounds, sandbox, cfg.max_new_tokens, cfg.batch_size)
-        out.update({f"{tag}/{workflow}/{k}": v for k, v in res.summary().items()})
+    with Bar(progress) as bar:
+        row = bar.row(f"evaluation {tag} ({len(records)} records): latent, then single agent", 2)
+        for workflow in ("recursive", "single"):
+            res = evaluate(workflow, state.system, records, cfg.rounds, sandbox, cfg.max_new_tokens, cfg.batch_size)
+            out.update({f"{tag}/{workflow}/{k}": v for k, v in res.summary().items()})
+            if per_record is not None:
+                per_record[f"{tag}/{workflow}"] = {r.id: float(ok) for r, ok in zip(records, res.correct, strict=True)}
+            bar.advance(row)
     return out
+
+
+def _changes(records: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Paired per-record change of accuracy, before -> after, of every split and workflow evaluated at both."""
+    return {key[len("after/"):]: asdict(paired_change(records[f"before/{key[len('after/'):]}"], after))
+            for key, after in records.items() if key.startswith("after/") and f"before/{key[len('after/'):]}" in records}
 
 
 def build_system(cfg: RecursiveMASConfig, agents: dict[str, Any], tool: Any = None) -> RecursiveMAS:
@@ -109,16 +127,25 @@ def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[s
         if trainer is not None:
             print(f"resumed from {run.latest()} (step {trainer['step']}, {state.phase(trainer['step'] + 1)} loop)")
         else:  # the untrained links' accuracy, kept in the checkpoints so a resumed run still reports it
-            trainer = new_trainer_state(before=_eval_all(state, train, sandbox, "before/train"))
+            records: dict[str, dict[str, float]] = {}
+            trainer = new_trainer_state(before={**_eval_all(state, train, sandbox, "before/train", records, progress),
+                                                **_eval_all(state, test, sandbox, "before/test", records, progress)},
+                                        before_records=records)
+        with Bar(progress, {"loss": "loss {:.3f}"}) as bar:
+            row = bar.row("link training (inner, then outer loop)", cfg.total_steps, done=trainer["step"])
 
-        def echo(m: dict[str, float], history: list[dict[str, float]]) -> None:
-            if progress:
-                print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in m.items()))
+            def echo(m: dict[str, float], history: list[dict[str, float]]) -> None:
+                bar.advance(row, loss=m.get("inner/loss", m.get("outer/loss")))
 
-        trainer = train_links(state, train, run, trainer, lambda s: _eval_all(s, test, sandbox, "test"), echo)
-        summary = {**trainer["before"], **_eval_all(state, train, sandbox, "after/train"),
-                   **_eval_all(state, test, sandbox, "after/test")}
+            trainer = train_links(state, train, run, trainer, lambda s: _eval_all(s, test, sandbox, "test"), echo)
+        records = dict(trainer.get("before_records") or {})
+        summary = {**trainer["before"], **_eval_all(state, train, sandbox, "after/train", records, progress),
+                   **_eval_all(state, test, sandbox, "after/test", records, progress)}
+    summary.update(seed=cfg.seed, steps=cfg.total_steps, train_records=len(train), test_records=len(test),
+                   change=_changes(records), wall_s=run.elapsed_s(),
+                   outer_ce=[m["outer/ce_last_round"] for m in trainer["metrics"] if "outer/ce_last_round" in m])
     (run.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    finish(recursivemas_report(run.out, summary))
     return summary
 
 

@@ -16,7 +16,8 @@ RECORDS = [{"question": f"question {i}", "plan": f"plan {i}", "refined_plan": f"
 
 
 @pytest.mark.slow  # ~10 s quiet, ~65 s on the loaded 2-core machine: BPE tokenizer, two agents, 3 evaluations
-def test_coral_train_runs_the_recipe_then_resumes_and_evaluates(tmp_path):
+def test_coral_train_runs_the_recipe_then_resumes_and_evaluates(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # the summary table's rows on one line each
     data = tmp_path / "records.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
     fields = dict(pattern="distillation", rounds=1, latent_steps=2, data=str(data), n_train_tasks=4,
@@ -26,6 +27,10 @@ def test_coral_train_runs_the_recipe_then_resumes_and_evaluates(tmp_path):
     config.write_text(yaml.safe_dump({"recipe": "recursivemas", **fields}))
     assert main(["train", str(config), "--no-progress"]) == 0
     run = tmp_path / "run"
+    printed = capsys.readouterr().out
+    assert "coral train: RecursiveMAS" in printed and "test records, RecursiveMAS" in printed
+    assert "inner/loss=" not in printed and "step=" not in printed  # no raw key=value lines per step
+    assert "held-out accuracy" in (run / "report.html").read_text() or "loss" in (run / "report.html").read_text()
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in steps] == [1, 2, 3]
     assert {"after/test/recursive/accuracy", "after/test/single/decoded_tokens_per_sample"} <= set(
@@ -35,6 +40,7 @@ def test_coral_train_runs_the_recipe_then_resumes_and_evaluates(tmp_path):
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in steps] == [1, 2, 3, 4] and "outer/loss" in steps[-1]
     assert "before/train/recursive/accuracy" in summary  # the untrained links' figures survive the resume
+    assert set(summary["change"]) == {"train/recursive", "train/single", "test/recursive", "test/single"}
     for workflow in ("recursive", "text-mas"):
         summary = eval_run(run, workflow) if workflow == "recursive" else eval_workflow(cfg, workflow)
         assert set(summary) == {"accuracy", "decoded_tokens_per_sample", "wall_s_per_sample"}
