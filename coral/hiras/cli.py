@@ -29,6 +29,7 @@ from coral.hiras.reproduce import PIPELINES, reproduce_batch
 from coral.hiras.workspace import FILE_SETS
 from coral.policy import load_policy
 from coral.policy.base import Policy
+from coral.terminal import Bar, print_metrics, print_table
 
 DEMO_MODEL = "scripted-demo"
 
@@ -46,6 +47,24 @@ def policy_for(spec: str, pipeline: str = "hiras") -> Policy:
     return load_policy(spec)
 
 
+class ShownPolicy:
+    """`policy` with every generate call shown on a progress row: replies so far (of `total` when known),
+    completion tokens, elapsed time (ticking while a call runs) and, with a total, the time left."""
+
+    def __init__(self, policy: Policy, bar: Bar, label: str, total: int | None = None):
+        self.policy, self.bar, self.tokens = policy, bar, 0
+        self.row = bar.row(label, total, tokens=0)
+
+    def generate(self, requests, *args, **kwargs):
+        out = self.policy.generate(requests, *args, **kwargs)
+        self.tokens += sum(c.usage.get("completion_tokens", len(c.completion_ids)) for c in out)
+        self.bar.advance(self.row, len(requests), tokens=self.tokens)
+        return out
+
+    def __getattr__(self, name: str):  # everything else is the policy's own
+        return getattr(self.policy, name)
+
+
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     policy = policy_for(args.model, args.pipeline)
     manager = policy_for(args.manager_model, args.pipeline) if args.manager_model else None
@@ -61,15 +80,22 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
                          max_new_tokens=args.max_new_tokens, paper_in_prompt=args.paper_in_prompt)
     baseline = PaperCoderConfig(max_new_tokens=args.max_new_tokens, repair_rounds=args.repair_rounds,
                                 command_timeout_s=args.command_timeout_s)
-    results = reproduce_batch(args.papers, policy, args.out_dir, args.pipeline, manager, config, _prices(args),
-                              baseline)
+    # an agent decides when it is done: no total, so no time left, but every call shows
+    with Bar(not args.no_progress, {"tokens": "{} completion tokens"}) as bar:
+        policy = ShownPolicy(policy, bar, f"reproduce ({args.pipeline}): model replies")
+        manager = ShownPolicy(manager, bar, "reproduce: manager replies") if manager is not None else None
+        results = reproduce_batch(args.papers, policy, args.out_dir, args.pipeline, manager, config, _prices(args),
+                                  baseline)
+    rows = []
     for paper, status in results.items():
         tokens = status.get("usage", {}).get("total", {})
         usd = status.get("cost", {}).get("usd")
-        print(f"{paper}: {status['status']} -> {Path(args.out_dir) / Path(paper).stem} "
-              f"({tokens.get('prompt_tokens', 0)}+{tokens.get('completion_tokens', 0)} tokens, "
-              f"model {tokens.get('wall_s', 0.0):.1f} s" + ("" if usd is None else f", ${usd:.4f}") + ")"
-              + (f" error: {status['error']}" if status.get("error") else ""))
+        rows.append([Path(paper).name, status["status"], f"{tokens.get('prompt_tokens', 0)}+"
+                     f"{tokens.get('completion_tokens', 0)}", f"{tokens.get('wall_s', 0.0):.1f}",
+                     "n/a" if usd is None else f"${usd:.4f}"])
+    print_table(f"coral reproduce: {args.pipeline} / {args.model}", ["paper", "status", "tokens", "model s", "cost"],
+                rows, [f"{paper}: error: {s['error']}" for paper, s in results.items() if s.get("error")]
+                + [f"runs: {Path(args.out_dir) / Path(p).stem}" for p in results])
     return 0 if all(s["status"] == "done" for s in results.values()) else 1
 
 
@@ -103,14 +129,18 @@ def add_checkout_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_judge(args: argparse.Namespace) -> int:
-    result = judge_repo(args.repo, load_paper(args.paper), policy_for(args.model, "judge"), args.protocol, args.gold,
-                        n=args.n, max_new_tokens=args.max_new_tokens, checkouts=checkouts_from(args),
-                        file_set=args.files)
-    score = "none valid" if result.score is None else f"{result.score:.2f}"
-    print(f"{args.protocol} score {score} (valid {result.valid_n}/{result.n}, {len(result.files)} files, "
-          f"prompt: {result.prompt_source})")
+    # the n judgements are one batched call: the row shows its elapsed time until all n are back
+    with Bar(not args.no_progress, {"tokens": "{} completion tokens"}) as bar:
+        policy = ShownPolicy(policy_for(args.model, "judge"), bar, f"judge ({args.protocol}): judgements", args.n)
+        result = judge_repo(args.repo, load_paper(args.paper), policy, args.protocol, args.gold,
+                            n=args.n, max_new_tokens=args.max_new_tokens, checkouts=checkouts_from(args),
+                            file_set=args.files)
     if args.out:
         Path(args.out).write_text(json.dumps(result.to_dict(), indent=1))
+    print_metrics(f"coral judge: {args.protocol} / {args.model}",
+                  {"score": "none valid" if result.score is None else f"{result.score:.2f}",
+                   "valid": f"{result.valid_n}/{result.n}", "files": len(result.files)},
+                  [f"prompt: {result.prompt_source}"] + ([f"result: {args.out}"] if args.out else []))
     return 0
 
 
@@ -123,6 +153,7 @@ def add_research_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--manager-model", default=None, help="policy spec for the two managers (default: --model)")
     p.add_argument("--out-dir", required=True, help="one run directory per paper goes here")
     p.add_argument("--pipeline", choices=PIPELINES, default="hiras")
+    p.add_argument("--no-progress", action="store_true", help="no progress row")
     p.add_argument("--step-multiplier", type=float, default=1.0, help="scales every agent's step budget")
     p.add_argument("--command-timeout-s", type=float, default=60.0, help="wall limit of each sandboxed command")
     p.add_argument("--max-new-tokens", type=int, default=2048, help="longest reply of one agent call, in tokens")
@@ -151,4 +182,5 @@ def add_research_commands(sub: argparse._SubParsersAction) -> None:
                    help="target files shown to the judge: code (.py .sh .bash .yaml .yml: code and config, no "
                         "planning notes; default) or all (Paper2Code's read_all_files set, .md included)")
     j.add_argument("--out", default=None, help="write the full result as JSON here")
+    j.add_argument("--no-progress", action="store_true", help="no progress row")
     j.set_defaults(handler=_cmd_judge)

@@ -141,7 +141,7 @@ class HirasRun:
         failing action ends it too, and the actions after it are not run (as an exception ends a code block)."""
         actions = parse_actions(reply)
         if isinstance(actions, str):
-            record.actions.append(_action_log(actions, actions, step))
+            record.actions.append(_action_log(actions, actions, step, reply))
             return actions
         parts = []
         for i, (tool, args) in enumerate(actions):
@@ -219,9 +219,9 @@ def _page(text: str, path: str, start: object) -> tuple[str, bool]:
     return text[start:end] + more, False
 
 
-def _action_log(action: tuple[str, dict] | str, observation: str, step: int) -> dict:
-    if isinstance(action, str):
-        return {"step": step, "tool": "invalid", "args": {}, "observation": observation[:2000]}
+def _action_log(action: tuple[str, dict] | str, observation: str, step: int, reply: str = "") -> dict:
+    if isinstance(action, str):  # the rejected reply is kept, so the report can show it beside the reason
+        return {"step": step, "tool": "invalid", "args": {}, "observation": observation[:2000], "reply": reply[:2000]}
     tool, args = action
     shown = {k: (v if k != "content" else f"<{len(str(v))} characters>") for k, v in args.items()}
     return {"step": step, "tool": tool, "args": shown, "observation": observation[:2000]}

@@ -1,4 +1,5 @@
-"""An HTML page of a HiRAS run: the tree of agent calls with each call's task, report, steps and tokens.
+"""An HTML page of a HiRAS run: the tree of agent calls with each call's task, report, steps and tokens,
+and every action with what it observed; a reply rejected as an invalid action is shown with the reason.
 
 Self-contained (inline CSS, no script): nested <details> elements, one per call, the root open.
 Every model-written string is HTML-escaped.
@@ -13,7 +14,16 @@ from pathlib import Path
 
 _CSS = """body{font:14px system-ui,sans-serif;margin:2em;max-width:70em}details{margin:.3em 0 .3em 1.2em;
 border-left:2px solid #ccc;padding-left:.6em}summary{cursor:pointer}.ok{color:#186a3b}.bad{color:#a93226}
-pre{white-space:pre-wrap;background:#f6f6f6;padding:.4em;margin:.2em 0}.tok{color:#666;font-size:12px}"""
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.4em;margin:.2em 0}.tok{color:#666;font-size:12px}
+.rejected{color:#a93226}"""
+
+
+def _action_html(action: dict) -> str:
+    observed = f"<details><summary>observation</summary><pre>{escape(action.get('observation', ''))}</pre></details>"
+    if action["tool"] == "invalid":
+        return (f"<li class=rejected><b>reply rejected</b>: {escape(action.get('observation', ''))}"
+                f"<pre>{escape(action.get('reply', '(the reply was not recorded by this coral version)'))}</pre></li>")
+    return f"<li><b>{escape(action['tool'])}</b> {escape(str(action['args']))[:300]}{observed}</li>"
 
 
 def _call_html(call: dict, open_: bool = False) -> str:
@@ -21,12 +31,13 @@ def _call_html(call: dict, open_: bool = False) -> str:
     status = report.get("status", "none")
     usage, total = call["usage"], call["total_usage"]
     cls = "ok" if status == "success" else "bad"
-    actions = "".join(f"<li><b>{escape(a['tool'])}</b> {escape(str(a['args']))[:300]}</li>" for a in call["actions"])
+    actions = "".join(_action_html(a) for a in call["actions"])
+    rejected = sum(a["tool"] == "invalid" for a in call["actions"])
     children = "".join(_call_html(child) for child in call["children"])
     return (f"<details{' open' if open_ else ''}><summary><b>{escape(call['agent'])}</b> "
             f"<span class={cls}>[{escape(status)}]</span> <span class=tok>{report.get('steps', 0)} steps, "
             f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens (subtree {total['prompt_tokens']}+"
-            f"{total['completion_tokens']}), {call['wall_s']:.2f} s</span></summary>"
+            f"{total['completion_tokens']}), {call['wall_s']:.2f} s{f', {rejected} replies rejected' if rejected else ''}</span></summary>"
             f"<div>Task:<pre>{escape(call['task'])}</pre>Report:<pre>{escape(report.get('summary', ''))}</pre>"
             f"<ol>{actions}</ol></div>{children}</details>")
 

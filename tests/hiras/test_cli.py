@@ -1,5 +1,6 @@
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,9 @@ def test_reproduce_papercoder_demo_writes_the_repository_and_reports_a_failing_p
                "--pipeline", "papercoder", "--out-dir", str(out)])
     printed = capsys.readouterr().out
     assert rc == 1  # one paper of the batch failed
-    assert f"{FIXTURE_PAPER}: done -> {out / 'ncs_paper'}" in printed
-    assert "missing.md: failed" in printed and "no such file" in printed
+    assert "coral reproduce: papercoder / scripted-demo" in printed
+    assert re.search(r"│ ncs_paper.md +│ +done │", printed) and f"runs: {out / 'ncs_paper'}" in printed
+    assert re.search(r"│ missing.md +│ +failed │", printed) and "no such file" in printed
     assert (out / "ncs_paper/repo/main.py").read_text() == (FIXTURE_REFERENCE / "main.py").read_text()
     assert json.loads((out / "ncs_paper/usage.json").read_text())["total"]["calls"] == 10
 
@@ -30,7 +32,9 @@ def test_judge_prints_the_score_and_writes_the_result(tmp_path, capsys):
                "--protocol", "ref-based", "--model", f"scripted:{replies}", "--n", "3", "--out",
                str(tmp_path / "r.json")])
     assert rc == 0
-    assert capsys.readouterr().out == "ref-based score 3.50 (valid 2/3, 4 files, prompt: coral variant)\n"
+    printed = capsys.readouterr().out
+    assert "coral judge: ref-based" in printed and re.search(r"│ +3.50 │ +2/3 │ +4 │", printed)
+    assert "prompt: coral variant" in printed in printed
     assert json.loads((tmp_path / "r.json").read_text())["scores"] == [5, 2]
 
 
@@ -42,7 +46,8 @@ def test_judge_uses_the_prompt_file_of_the_given_checkout_and_names_it(tmp_path,
                "--out", str(tmp_path / "r.json")])
     assert rc == 0
     path = CHECKOUTS / "Paper2Code/data/prompts/ref_free.txt"
-    assert capsys.readouterr().out == f"ref-free score 4.00 (valid 1/1, 4 files, prompt: {path})\n"
+    printed = capsys.readouterr().out
+    assert re.search(r"│ +4.00 │ +1/1 │ +4 │", printed) and f"prompt: {path}" in printed.replace("\n", "")
     assert json.loads((tmp_path / "r.json").read_text())["prompt_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -114,3 +119,19 @@ def test_a_flag_of_the_other_pipeline_is_a_one_line_error(tmp_path, capsys, pipe
     rc = main(["reproduce", str(FIXTURE_PAPER), "--model", "scripted-demo", "--pipeline", pipeline,
                "--out-dir", str(tmp_path), *flag])
     assert rc == 2 and words in capsys.readouterr().err
+
+
+def test_model_calls_show_on_a_progress_row_with_their_total_and_tokens():
+    from coral.hiras.cli import ShownPolicy
+    from coral.policy.base import GenerationRequest, SamplingParams, user
+    from coral.policy.scripted import ScriptedPolicy
+    from coral.terminal import Bar
+
+    bar = Bar(True, {"tokens": "{} completion tokens"})
+    shown = ShownPolicy(ScriptedPolicy(["a b c"]), bar, "judge: judgements", total=3)
+    request = GenerationRequest(user("x"), SamplingParams(max_new_tokens=8))
+    assert [c.text for c in shown.generate([request] * 3)] == ["a b c"] * 3
+    task = bar.progress.tasks[shown.row]
+    assert task.total == 3 and task.completed == 3 and "completion tokens" in task.fields["figures"]
+    assert shown.name == shown.policy.name  # the rest is the policy's own
+    bar.close()

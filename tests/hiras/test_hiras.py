@@ -65,7 +65,7 @@ def test_run_dir_has_per_agent_logs_usage_and_an_html_call_tree(full_run):
     usage = json.loads((tmp_path / "usage.json").read_text())
     assert usage["total"]["calls"] == sum(len(r) for r in hiras_replies().values())
     page = (tmp_path / "report.html").read_text()
-    assert page.count("<details") == 1 + 6 + 4  # manager, its six calls, four planners
+    assert page.count("<summary><b>") == 1 + 6 + 4  # manager, its six calls, four planners
     assert "Execution failed: ImportError in main.py. Fix it." in page and "tokens" in page
 
 
