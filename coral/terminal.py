@@ -75,6 +75,15 @@ NOISE_NOTE = ("change ± SE: the mean per-task change and its paired standard er
               "of them of zero is within this evaluation's noise")
 
 
+def time_left(step_s: Sequence[float], steps_left: int) -> str:
+    """"ETA 3.2 min": the steps left at the mean pace of the last (up to ten) steps timed."""
+    recent = list(step_s)[-10:]
+    if not recent:
+        return "ETA n/a"
+    seconds = steps_left * sum(recent) / len(recent)
+    return f"ETA {seconds:.0f} s" if seconds < 90 else f"ETA {seconds / 60:.1f} min"
+
+
 def fmt(value: Any) -> str:
     """A figure as every summary shows it: integers plainly, other floats to 3 decimals, None and NaN as n/a."""
     if value is None or (isinstance(value, float) and math.isnan(value)):

@@ -3,7 +3,15 @@ nothing when disabled."""
 
 import math
 
-from coral.terminal import Bar, BeforeAfter, before_after_rows, fmt, print_before_after, print_metrics
+from coral.terminal import (
+    Bar,
+    BeforeAfter,
+    before_after_rows,
+    fmt,
+    print_before_after,
+    print_metrics,
+    time_left,
+)
 
 
 def test_figures_print_as_counts_or_three_decimals_and_missing_ones_as_n_a():
@@ -41,3 +49,9 @@ def test_an_enabled_bar_reports_its_figures_and_the_time_left():
     task = bar.progress.tasks[row]
     assert task.completed == 4 and task.fields["figures"] == "loss 1.250  rate n/a"
     bar.close()
+
+
+def test_the_time_left_is_the_steps_left_at_the_pace_of_the_last_ten_steps():
+    assert time_left([100.0] * 5 + [2.0] * 10, 30) == "ETA 60 s"
+    assert time_left([6.0], 100) == "ETA 10.0 min"
+    assert time_left([], 3) == "ETA n/a"

@@ -58,7 +58,7 @@ def eval_sets(cfg: CoReCodeConfig, test: Sequence[Task], fresh: Sequence[Task]) 
 
 
 def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequence[Task], sandbox: SandboxProtocol,
-                   name: str, samples: int = 0, bench: str = "procedural-test") -> dict[str, float]:
+                   name: str, samples: int = 0, bench: str = "procedural-test", progress: bool = False) -> dict[str, float]:
     """pass@1 of the chain (cfg.chain_roles; a debugger rewrites once per code and round) on `tasks`, records under out_dir/name: greedy (samples=0), or
     the unbiased estimate from `samples` (plan, code) samples per task at rl.temperature."""
 
@@ -72,16 +72,18 @@ def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequenc
 
     # sampled evaluation draws with its own seed streams (EVAL_STEP), never ones an RL step used
     agents = make_agents(cfg, policies, greedy=not samples)
-    return run_eval(ecfg, tasks=tasks, agents=agents, sandbox=sandbox, progress=False, step=EVAL_STEP)
+    return run_eval(ecfg, tasks=tasks, agents=agents, sandbox=sandbox, progress=progress, step=EVAL_STEP)
 
 
 def evaluate_sets(cfg: CoReCodeConfig, policies: dict[str, Any], sets: Sequence[EvalSet], sandbox: SandboxProtocol,
-                  when: str, say: Callable[[str], None]) -> dict[str, Any]:
-    """Every set at one point of the run ("sft" or "rl"): {directory name: its summary}."""
+                  when: str, say: Callable[[str], None], progress: bool = False) -> dict[str, Any]:
+    """Every set at one point of the run ("sft" or "rl"): {directory name: its summary}; with `progress`, each
+    evaluation shows a row (tasks done, running pass rate, ETA)."""
     out = {}
     for s in sets:
         name = s.dir_name(when)
-        out[name] = evaluate_pass1(cfg, policies, s.tasks, sandbox, name, samples=s.samples_per_task, bench=s.bench)
+        out[name] = evaluate_pass1(cfg, policies, s.tasks, sandbox, name, samples=s.samples_per_task, bench=s.bench,
+                                   progress=progress)
         say(f"pass@1 after {'SFT' if when == 'sft' else 'SFT + RL'}, held out, {s.what}, "
             f"{s.how(cfg.rl.temperature)}: {out[name]['pass@1']:.3f}")
     return out

@@ -49,6 +49,7 @@ from coral.report.recipes import corecode_report, finish
 from coral.sandbox import Sandbox
 from coral.sandbox.protocol import SandboxProtocol
 from coral.scale import ScaleOut
+from coral.terminal import time_left
 from coral.train.checkpoints import TrainedAgent
 from coral.train.grpo import assign_advantages, grouped_rewards, reward_spread, unique_turns
 from coral.train.loop import Run, drive, log_evaluation, log_sft_curves, new_state
@@ -90,7 +91,8 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True, reward_fn: Reward
         first_step = state["step"] + 1
 
         def on_step(metrics: dict[str, float], history: list[dict[str, float]]) -> None:
-            say(step_line(metrics, cfg.rl_steps))
+            say(f"{step_line(metrics, cfg.rl_steps)}  "
+                f"{time_left([m['step_s'] for m in history], cfg.rl_steps - int(metrics['step']))}")
             if int(metrics["step"]) == first_step + 4:  # five steps in: say so if rewards are stuck for parsing
                 recent = history[-5:]
                 _warn_if_unparsed(cfg, sum(m["parse_failures"] for m in recent) / len(recent),
@@ -102,7 +104,7 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True, reward_fn: Reward
         state = drive(run, step_fn, rl_pool, agents, state, steps=cfg.rl_steps,
                       tasks_per_step=cfg.tasks_per_step, seed=cfg.seed,
                       checkpoint_every_steps=cfg.checkpoint_every_steps, on_step=on_step)
-        after = evaluate_sets(cfg, policies, sets, sandbox, "rl", say)
+        after = evaluate_sets(cfg, policies, sets, sandbox, "rl", say, progress)
     for role, policy in policies.items():
         policy.save(run.out / "final" / role)
     summary = _summary(cfg, run.out, sets, state, after, run.elapsed_s())
@@ -166,7 +168,7 @@ def _sft_and_evaluate(cfg: CoReCodeConfig, policies: dict[str, Any], train: list
     log_sft_curves(cfg.out_dir, curves)
     state["sft_s"] = time.perf_counter() - t_sft
     say(f"SFT took {state['sft_s'] / 60:.1f} min")
-    state.update(evaluate_sets(cfg, policies, sets, sandbox, "sft", say))
+    state.update(evaluate_sets(cfg, policies, sets, sandbox, "sft", say, progress))
     log_evaluation(cfg.out_dir, {f"eval/pass@1{s.suffix}": state[s.dir_name("sft")]["pass@1"] for s in sets}, 0)
     if cfg.eval_samples_per_task:
         sampled = state["eval_sft_sampled"]

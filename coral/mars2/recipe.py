@@ -41,7 +41,7 @@ from coral.sandbox import Sandbox
 from coral.sandbox.protocol import SandboxProtocol
 from coral.scale import ScaleOut
 from coral.seeding import EVAL_STEP
-from coral.terminal import Bar
+from coral.terminal import Bar, time_left
 from coral.train.checkpoints import TrainedAgent
 from coral.train.grpo import AgentLearner, GRPOConfig, check_recipe_owned, reward_spread, saved_references
 from coral.train.loop import Run, drive, log_evaluation, log_sft_curves, new_state
@@ -298,10 +298,11 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: 
             run.save(agents, state)  # step 0: the cold start's result
             shutil.rmtree(run.out / "sft_ckpt", ignore_errors=True)
 
-        def say(m: dict[str, float], _: list) -> None:
+        def say(m: dict[str, float], history: list) -> None:
             if progress:
                 print(f"step {int(m['step'])}/{cfg.rl_steps} reward {m['reward']:.3f} pass {m['pass_rate']:.3f} "
-                      f"tree pass@N {m['tree_pass@n']:.3f} {m['step_s']:.1f}s", flush=True)
+                      f"tree pass@N {m['tree_pass@n']:.3f} {m['step_s']:.1f}s  "
+                      f"{time_left([h['step_s'] for h in history], cfg.rl_steps - int(m['step']))}", flush=True)
 
         # after the cold start and the learners: searches and tests on Ray from here (ray_address None: the same objects)
         ray_policies, ray_sandbox = scale.distribute(policies, sandbox)
