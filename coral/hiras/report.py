@@ -34,10 +34,11 @@ def _call_html(call: dict, open_: bool = False) -> str:
     actions = "".join(_action_html(a) for a in call["actions"])
     rejected = sum(a["tool"] == "invalid" for a in call["actions"])
     children = "".join(_call_html(child) for child in call["children"])
-    return (f"<details{' open' if open_ else ''}><summary><b>{escape(call['agent'])}</b> "
+    # a call with a rejected reply starts open, so the rejection is seen without a click
+    return (f"<details{' open' if open_ or rejected else ''}><summary><b>{escape(call['agent'])}</b> "
             f"<span class={cls}>[{escape(status)}]</span> <span class=tok>{report.get('steps', 0)} steps, "
             f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens (subtree {total['prompt_tokens']}+"
-            f"{total['completion_tokens']}), {call['wall_s']:.2f} s{f', {rejected} replies rejected' if rejected else ''}</span></summary>"
+            f"{total['completion_tokens']}), {call['wall_s']:.2f} s</span>{f' <span class=rejected>{rejected} replies rejected</span>' if rejected else ''}</summary>"
             f"<div>Task:<pre>{escape(call['task'])}</pre>Report:<pre>{escape(report.get('summary', ''))}</pre>"
             f"<ol>{actions}</ol></div>{children}</details>")
 

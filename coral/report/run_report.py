@@ -29,6 +29,7 @@ PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pass rate of the step's rollouts", (r"^(?P<s>pass_rate|coder_pass_rate|tree_pass@n)$",)),
     ("held-out accuracy during training", (r"^test/(?P<s>[^/]+)/accuracy$",)),
     ("loss", (r"^(?P<s>[^/]+)/loss$",)),
+    ("the solver's cross-entropy on the gold answer, last round", (r"^outer/(?P<s>ce_last_round)$",)),
     ("KL to the cold start (k3, sampled turns)", (r"^(?P<s>[^/]+)/kl_ref$",)),
     ("entropy of the sampling distribution (nats per token)", (r"^(?P<s>[^/]+)/entropy$",)),
     ("zero-advantage share (groups whose rewards are all equal)",
