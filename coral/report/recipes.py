@@ -31,7 +31,7 @@ def kl_hint(run_dir: str | Path) -> list[str]:
     config = json.loads(path.read_text()) if path.is_file() else {}
     if config.get("rl", {}).get("log_kl", True):
         return []
-    return ["KL to the cold start: not logged in this run (rl.log_kl: true logs it, at one reference forward a turn)"]
+    return ["the KL to the cold start is not logged in this run (rl.log_kl: true logs it, at one reference forward a turn)"]
 
 
 def _minutes(seconds: float | None) -> str:
