@@ -22,7 +22,11 @@ ValueError unless `truncate_prompt_left=True`, which keeps its last max_len - ma
 (at least one); a prompt that fits gets at most max_len - len(prompt) new tokens ("length").
 A tokenizer without a pad token pads with its eos token (padding is always masked).
 Dropout is set to 0 when the policy is built (and after add_lora), so train mode changes nothing in
-forward: the trainer's logprobs are the sampler's.
+forward.
+Precision (`dtype`, see precision.py): the model's weights are float32 master weights. With bfloat16,
+generation runs on a bfloat16 copy of them and `forward` (the trainer's logprobs) under bfloat16
+autocast, so the two differ by rounding: the sampler's logprobs are not exactly the trainer's (the GRPO
+learner logs the gap and TIS corrects it). With float32 they agree up to float noise.
 
 This module does NOT build models or tokenizers (see tiny.py), does NOT shard across devices, and
 does NOT implement speculative, beam or constrained decoding.
@@ -51,6 +55,7 @@ from coral.policy.hf_model import (
     no_hf_progress_bars,
 )
 from coral.policy.kv_cache import buffered_cache, cache_of
+from coral.policy.precision import dtype_name, forget_copies, low_precision_weights, resolve_dtype
 from coral.policy.sampling import GrowingCompletion, TokenSampler
 
 # ChatML; used for tokenizers that bring no chat template of their own.
@@ -79,10 +84,14 @@ class HFPolicy:
         device: str | None = None,
         batch_size: int = 16,
         truncate_prompt_left: bool = False,
+        dtype: str | torch.dtype = "float32",
     ) -> None:
         if batch_size <= 0:
             raise ValueError(f"HFPolicy batch_size must be > 0, got {batch_size}")
         self.model = model.to(device) if device is not None else model
+        # float32 master weights whatever the rollout precision: the optimiser steps on these
+        if any(p.is_floating_point() and p.dtype != torch.float32 for p in self.model.parameters()):
+            self.model.float()
         # off in train mode too (TRL's disable_dropout): forward must reproduce the sampler's logprobs,
         # or the PPO ratio of an on-policy batch is not 1 and two forwards of one batch disagree
         disable_dropout(self.model)
@@ -91,6 +100,8 @@ class HFPolicy:
         self.batch_size = batch_size
         self.truncate_prompt_left = truncate_prompt_left
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
+        self.dtype_spec = dtype if isinstance(dtype, str) else dtype_name(dtype)
+        self.dtype: torch.dtype = resolve_dtype(dtype, self.device)  # rollouts; autocast of forward
         self.max_len: int | None = getattr(model.config, "max_position_embeddings", None)
         self.eos_ids = eos_ids(tokenizer, model)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -124,7 +135,7 @@ class HFPolicy:
         prompts = [self._prompt_ids(i, r) for i, r in enumerate(requests)]
         order = sorted(range(len(requests)), key=lambda i: len(prompts[i]))
         results: list[Completion | None] = [None] * len(requests)
-        with torch.no_grad(), eval_mode(self.model):
+        with torch.no_grad(), eval_mode(self.model), low_precision_weights(self.model, self.dtype):
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start : start + self.batch_size]
                 outs = self._generate_batch(
@@ -242,15 +253,29 @@ class HFPolicy:
         # logits at position j predict token j + 1: completion token t of row b is predicted at P_b - 1 + t
         starts = torch.tensor([len(p) - shared - 1 for p in prompt_ids], device=dev)
         where = (starts[:, None] + torch.arange(steps, device=dev)[None, :]).clamp(max=width - 1)
-        if shared:
-            kwargs = {self._cache_kw: self._prefix_cache(prompt_ids[0][:shared], len(seqs)), "use_cache": True,
-                      "position_ids": torch.arange(shared, shared + width, device=dev)[None, :].expand(len(seqs), -1)}
-        else:
-            kwargs = {"use_cache": False}
-        logits = self.model(input_ids=input_ids, attention_mask=attn, **kwargs).logits
+        with self._autocast():
+            if shared:
+                kwargs = {self._cache_kw: self._prefix_cache(prompt_ids[0][:shared], len(seqs)), "use_cache": True,
+                          "position_ids": torch.arange(shared, shared + width, device=dev)[None, :].expand(len(seqs), -1)}
+            else:
+                kwargs = {"use_cache": False}
+            # logits only from the first position that predicts a completion token on (the output head
+            # over the vocabulary at every prompt position is most of the memory of a long prompt)
+            first = int(starts.min())
+            if self._keep_kw is not None:
+                kwargs[self._keep_kw] = width - first
+                where = where - first
+            logits = self.model(input_ids=input_ids, attention_mask=attn, **kwargs).logits
         picked = logits.gather(1, where[:, :, None].expand(-1, -1, logits.shape[-1])).float()
         logprobs = torch.log_softmax(picked / temperature, dim=-1).gather(-1, targets[:, :, None]).squeeze(-1)
         return logprobs.masked_fill(~mask, 0.0), mask
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        """bfloat16 autocast for the trainer's forward when the policy's dtype is bfloat16 (the weights
+        stay float32: gradients and the optimiser state are float32)."""
+        if self.dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.dtype)
 
     def _shared_prefix(self, prompt_ids: Sequence[Sequence[int]]) -> int:
         """Length of the prompt prefix that every row shares (a chat template's system turn), when it is
@@ -284,6 +309,7 @@ class HFPolicy:
 
     def eval(self) -> HFPolicy:
         self.model.eval()
+        forget_copies(self.model)  # after an update: the rollout copy is made again from the new weights
         return self
 
     def add_lora(self, r: int = 8, alpha: int = 16, target_modules: Sequence[str] | None = None) -> None:
@@ -328,19 +354,21 @@ class HFPolicy:
 
     def _save_tokenizer_and_meta(self, path: Path) -> None:
         self.tokenizer.save_pretrained(path)
-        (path / META_FILE).write_text(json.dumps({"name": self.name, "batch_size": self.batch_size}))
+        meta = {"name": self.name, "batch_size": self.batch_size, "dtype": self.dtype_spec}
+        (path / META_FILE).write_text(json.dumps(meta))
 
     @classmethod
     def load(cls, path: str | Path, device: str | None = None, **kwargs: Any) -> HFPolicy:
         """A policy from a local directory written by `save` or `save_pretrained`, or a hub name.
-        Extra kwargs go to HFPolicy (name, batch_size, truncate_prompt_left)."""
+        Extra kwargs go to HFPolicy (name, batch_size, truncate_prompt_left, dtype); the weights load as
+        float32 master weights whatever the checkpoint's precision."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         local = Path(path)
         # a local checkpoint loads in a blink: its per-shard bars only clutter training logs; a hub
         # download keeps them
         with no_hf_progress_bars() if local.is_dir() else contextlib.nullcontext():
-            model = AutoModelForCausalLM.from_pretrained(str(path))
+            model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         if (local / ADAPTER_DIR).is_dir():
             from peft import PeftModel
@@ -350,6 +378,7 @@ class HFPolicy:
         kwargs = {
             "name": meta.get("name", local.name or "hf"),
             "batch_size": meta.get("batch_size", 16),
+            "dtype": meta.get("dtype", "float32"),
         } | kwargs
         return cls(model.eval(), tokenizer, device=device, **kwargs)
 

@@ -27,11 +27,12 @@ class AdapterPolicy(HFPolicy):
     """One agent's view of a shared peft model: its adapter is active whenever the view is used."""
 
     def __init__(self, shared: Any, tokenizer: Any, adapter: str, name: str, batch_size: int = 16,
-                 truncate_prompt_left: bool = False) -> None:
+                 truncate_prompt_left: bool = False, dtype: str = "float32") -> None:
         if adapter not in getattr(shared, "peft_config", {}):
             raise ValueError(f"the shared model has no adapter {adapter!r}")
         self.adapter = adapter
-        super().__init__(shared, tokenizer, name=name, batch_size=batch_size, truncate_prompt_left=truncate_prompt_left)
+        super().__init__(shared, tokenizer, name=name, batch_size=batch_size, truncate_prompt_left=truncate_prompt_left,
+                         dtype=dtype)
 
     def activate(self) -> None:
         """Make this view's adapter the active one (and the only one whose weights require grad)."""
@@ -118,6 +119,7 @@ def shared_lora(policy: HFPolicy, names: Sequence[str], r: int = 8, alpha: int =
     for name in names[1:]:
         model.add_adapter(name, config())
     views = {name: AdapterPolicy(model, policy.tokenizer, name, name=name, batch_size=policy.batch_size,
-                                 truncate_prompt_left=policy.truncate_prompt_left) for name in names}
+                                 truncate_prompt_left=policy.truncate_prompt_left, dtype=policy.dtype_spec)
+             for name in names}
     views[names[0]].activate()
     return views

@@ -104,11 +104,12 @@ def tiny_policy(
     n_layers: int = 4,
     n_heads: int = 4,
     max_len: int = 1024,
+    dtype: str = "float32",
 ) -> HFPolicy:
     """A fresh tiny policy, identical for identical arguments. `vocab_size` is the BPE size when a
-    `corpus` is given; the byte-level tokenizer always has 260 entries."""
+    `corpus` is given; the byte-level tokenizer always has 260 entries. `dtype` is HFPolicy's."""
     tokenizer = build_tokenizer(corpus, vocab_size)
     model = build_model(
         tokenizer, seed=seed, d_model=d_model, n_layers=n_layers, n_heads=n_heads, max_len=max_len
     )
-    return HFPolicy(model, tokenizer, name="tiny")
+    return HFPolicy(model, tokenizer, name="tiny", dtype=dtype)
