@@ -5,11 +5,16 @@ The step is: rollout (a workflow) -> rewards (the recipe, e.g. corecode.py) -> `
 -> `AgentLearner.update` per agent -> log. This module does NOT roll out or score; it turns scored
 turns into parameter updates.
 
-Old policy of the PPO ratio. By default the sampler is the trainer (HFPolicy sampling with the weights
-being trained), so each turn's logprobs are the old policy's. When the sampler is another engine (vLLM,
-an OpenAI-compatible server, a stale copy), set `LossConfig.tis_cap`: the turns' logprobs are then the
-sampler's, the trainer recomputes its own old logprobs once per batch (before the first step), and the
-loss is weighted by w = min(exp(old - sampler), tis_cap) per token (truncated importance sampling).
+Old policy of the PPO ratio. By default the sampler is taken to be the trainer (HFPolicy sampling with
+the weights being trained), so each turn's logprobs are the old policy's. When the sampler differs from
+the trainer (vLLM, an OpenAI-compatible server, a stale copy, or HFPolicy's own bfloat16 rollouts under
+a float32 or autocast trainer), set `LossConfig.tis_cap`: the turns' logprobs are then the sampler's, the
+old policy is the trainer's own logprobs before the batch's first step (with one step per batch, the
+first step's own forward, detached: no extra pass), and the loss is weighted by
+w = min(exp(old - sampler), tis_cap) per token (truncated importance sampling).
+Either way each update logs `logp_mismatch`, the token mean of |sampler logprob - trainer logprob| at the
+batch's first step (the gap TIS corrects), and with TIS `tis_capped_fraction`, the share of tokens whose
+weight the cap clipped.
 """
 
 from __future__ import annotations
@@ -168,12 +173,15 @@ class AgentLearner:
             return metrics
         self.policy.train()
         try:
-            old = self._trainer_old_logprobs(trained) if self.cfg.loss.tis_cap is not None else None
             passes = self.cfg.updates_per_batch
+            # the trainer's old logprobs: a pass of their own only when later steps need them unchanged
+            old = self._trainer_old_logprobs(trained) if self.cfg.loss.tis_cap is not None and passes > 1 else None
             for n in range(passes):
-                step = self._optimizer_step(trained, self._size(turns), old)
-                if n == 0 and passes > 1:
-                    metrics["loss_first"] = step["loss"]
+                step = self._optimizer_step(trained, self._size(turns), old, first=n == 0)
+                if n == 0:
+                    metrics["logp_mismatch"] = step.pop("logp_mismatch")
+                    if passes > 1:
+                        metrics["loss_first"] = step["loss"]
                 for k, v in step.items():
                     metrics[k] = metrics.get(k, 0.0) + v / passes
         finally:
@@ -198,15 +206,15 @@ class AgentLearner:
         return sum(len(t.completion_ids) for t in turns) if self.cfg.loss.norm == "token" else len(turns)
 
     def _optimizer_step(self, trained: Sequence[Turn], normaliser: int,
-                        old: list[list[float]] | None) -> dict[str, float]:
+                        old: list[list[float]] | None, first: bool = True) -> dict[str, float]:
         """Gradients of every micro-batch, accumulated with weights that add up to the batch objective,
-        then one clipped optimiser step. Returns this step's metrics."""
+        then one clipped optimiser step. Returns this step's metrics (`logp_mismatch` on the `first`)."""
         params = [p for p in self.policy.parameters() if p.requires_grad]
         share = self._size(trained)
         sums: dict[str, float] = {}
         for lo in range(0, len(trained), self.cfg.micro_batch_size):
             micro = trained[lo:lo + self.cfg.micro_batch_size]
-            loss, m = self._micro_loss(micro, None if old is None else old[lo:lo + len(micro)])
+            loss, m = self._micro_loss(micro, None if old is None else old[lo:lo + len(micro)], first)
             size = self._size(micro)
             (loss * (size / normaliser)).backward()
             for k, v in m.items():
@@ -248,22 +256,32 @@ class AgentLearner:
                 tokens += int(mask.sum())
         return total / tokens if tokens else 0.0
 
-    def _micro_loss(self, micro: Sequence[Turn],
-                    trainer_old: Sequence[list[float]] | None = None) -> tuple[torch.Tensor, dict[str, float]]:
-        """The loss of one micro-batch. Without `trainer_old` the turns' logprobs are the old policy (the
-        sampler is the trainer); with it they are the sampler's, and TIS weights the loss."""
+    def _micro_loss(self, micro: Sequence[Turn], trainer_old: Sequence[list[float]] | None = None,
+                    first: bool = False) -> tuple[torch.Tensor, dict[str, float]]:
+        """The loss of one micro-batch. Without TIS the turns' logprobs are the old policy (the sampler is
+        taken to be the trainer); with it they are the sampler's, the old policy is the trainer's
+        (`trainer_old`, or this forward's own logprobs on the `first` step) and TIS weights the loss."""
         prompts = [t.prompt_ids for t in micro]
         completions = [t.completion_ids for t in micro]
         logprobs, mask = self.policy.forward(prompts, completions, temperature=self.cfg.temperature)
         sampled = _padded([t.logprobs for t in micro], logprobs)
-        old = sampled if trainer_old is None else _padded(trainer_old, logprobs)
+        tis = self.cfg.loss.tis_cap is not None
+        if trainer_old is not None:
+            old = _padded(trainer_old, logprobs)
+        else:  # on the first step the weights are still the old policy's
+            old = logprobs.detach() if tis else sampled
+        mismatch = {}
+        if first:
+            own = old if tis else logprobs.detach()
+            mismatch["logp_mismatch"] = float((own - sampled).abs()[mask].mean()) if mask.any() else 0.0
         ref = None
         if self.cfg.loss.beta_kl > 0:
             with torch.no_grad():
                 ref, _ = self.reference.forward(prompts, completions, temperature=self.cfg.temperature)
         adv = torch.tensor([float(t.advantage) for t in micro], dtype=logprobs.dtype)
-        return policy_loss(self.cfg.loss, logprobs, old, adv, mask, ref_logprobs=ref,
-                           sampler_logprobs=None if trainer_old is None else sampled)
+        loss, metrics = policy_loss(self.cfg.loss, logprobs, old, adv, mask, ref_logprobs=ref,
+                                    sampler_logprobs=sampled if tis else None)
+        return loss, metrics | mismatch
 
     def state_dict(self) -> dict[str, Any]:
         return {"step": self.step, "optimizer": self.optimizer.state_dict() if self.optimizer else None}

@@ -51,6 +51,30 @@ def test_one_update_changes_every_trained_parameter_and_the_loss_is_finite(polic
     assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-3)
 
 
+@pytest.mark.parametrize("tis_cap", [None, 2.0])
+def test_bfloat16_rollouts_train_float32_weights_and_log_their_mismatch(tis_cap):
+    from coral.train.losses import LossConfig
+
+    policies = {dtype: tiny_policy(seed=0, d_model=64, n_layers=2, dtype=dtype) for dtype in ("float32", "bfloat16")}
+    mismatch = {}
+    for dtype, policy in policies.items():
+        turns = _rollout(policy, 8, seed=0)
+        for i, t in enumerate(turns):
+            t.reward = float(i % 2)
+        assign_advantages(turns, key=lambda t: 0)
+        before = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
+        learner = AgentLearner("coder", policy, GRPOConfig(lr=1e-3, micro_batch_size=3, loss=LossConfig(tis_cap=tis_cap)))
+        metrics = learner.update(turns)
+        assert all(p.dtype == torch.float32 and not torch.equal(before[n], p.detach())
+                   for n, p in policy.model.named_parameters())
+        assert all(type(learner.optimizer.state[p]["exp_avg"]) is torch.Tensor
+                   and learner.optimizer.state[p]["exp_avg"].dtype == torch.float32 for p in policy.parameters())
+        mismatch[dtype] = metrics["logp_mismatch"]
+        assert ("tis_capped_fraction" in metrics) == (tis_cap is not None)
+    # float32 sampler and trainer agree up to float noise; bfloat16 rollouts against autocast do not
+    assert mismatch["float32"] < 1e-5 and 10 * mismatch["float32"] < mismatch["bfloat16"] < 0.1
+
+
 def test_frozen_agent_never_changes(policy):
     before = [p.detach().clone() for p in policy.parameters()]
     learner = AgentLearner("coder", policy, GRPOConfig(), frozen=True)

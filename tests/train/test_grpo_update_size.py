@@ -112,6 +112,23 @@ def test_tis_old_logprobs_are_taken_once_before_the_first_step():
     assert policy.forward_calls == 3  # old logprobs once, then one forward per step
 
 
+def test_one_step_per_batch_with_tis_takes_the_old_logprobs_from_its_own_forward():
+    policy = UnigramPolicy()
+    learner = AgentLearner("coder", policy, sgd(loss=LossConfig(tis_cap=1.5)))
+    learner.update(STALE)
+    assert policy.forward_calls == 1  # the step's forward, detached, is the old policy: no extra pass
+    torch.testing.assert_close(policy.logits.detach(), torch.tensor([0.5, -0.5]))
+
+
+@pytest.mark.parametrize("tis_cap", [None, 1.5])
+@pytest.mark.parametrize("updates_per_batch", [1, 2])
+def test_the_sampler_trainer_mismatch_of_the_first_step_is_logged(tis_cap, updates_per_batch):
+    # |log 1/4 - log 1/2| = |0 - log 1/2| = log 2 for both tokens, whatever the later steps do
+    cfg = sgd(loss=LossConfig(tis_cap=tis_cap), updates_per_batch=updates_per_batch)
+    metrics = AgentLearner("coder", UnigramPolicy(), cfg).update(STALE)
+    assert metrics["logp_mismatch"] == pytest.approx(math.log(2))
+
+
 def test_without_tis_the_turn_logprobs_are_the_old_policy():
     policy = UnigramPolicy()
     metrics = AgentLearner("coder", policy, sgd()).update([turn([0], 1.0), turn([1], -1.0)])
