@@ -12,7 +12,9 @@ each sampled token is the one of the distribution it was actually drawn from:
 A request with `seed` set draws from its own torch.Generator, so it reproduces whatever else is in
 the batch (up to the float noise that different padding can cause). The KV cache is written into
 buffers preallocated for prompt + budget (kv_cache.py), not grown by concatenation; the sampling
-of each step is sampling.py's.
+of each step is sampling.py's. Requests with identical prompt ids (the samples of a GRPO group) are
+prefilled once and share that prompt's cache in place (decoding.py, group_prefill.py); within a
+batch, the samples of one prompt are placed side by side.
 Completions: `completion_ids` and `logprobs` are aligned 1:1 and end with the eos token (kept, so
 training learns to stop), with the token that completed a stop string, or at max_new_tokens.
 `text` excludes special tokens and is cut before the first stop string; when the stop string ends
@@ -45,7 +47,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from coral.policy import group_prefill
 from coral.policy.base import Completion, GenerationRequest, Message, SamplingParams
+from coral.policy.decoding import PaddedRows, SharedPrompts
 from coral.policy.hf_model import (
     base_model,
     disable_dropout,
@@ -112,6 +116,9 @@ class HFPolicy:
         # forward() computes a prompt prefix shared by the whole batch once (same log-probs and gradients
         # up to float rounding; SFT of the tiny coder: about 1/6 fewer tokens)
         self.share_prompt_prefix = True
+        # generate() prefills each distinct prompt of a batch once and its samples share that cache
+        # (decoding.py); False prefills every request on its own (same tokens up to float rounding)
+        self.share_prompt_cache = True
 
     # ------------------------------------------------------------------ text
     def render(self, messages: Sequence[Message]) -> str:
@@ -133,7 +140,10 @@ class HFPolicy:
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
         """One completion per request, in order; batches of `batch_size` prompts of similar length."""
         prompts = [self._prompt_ids(i, r) for i, r in enumerate(requests)]
-        order = sorted(range(len(requests)), key=lambda i: len(prompts[i]))
+        # by length, and the samples of one prompt side by side (a group split across batches is
+        # prefilled once in each)
+        first = {}
+        order = sorted(range(len(requests)), key=lambda i: (len(prompts[i]), first.setdefault(tuple(prompts[i]), i)))
         results: list[Completion | None] = [None] * len(requests)
         with torch.no_grad(), eval_mode(self.model), low_precision_weights(self.model, self.dtype):
             for start in range(0, len(order), self.batch_size):
@@ -165,26 +175,8 @@ class HFPolicy:
         ]
         rows = [GrowingCompletion(stop=p.stop, budget=b) for p, b in zip(params, budgets, strict=True)]
         sampler = TokenSampler(params, budgets, self.device)
-        width = max(len(ids) for ids in prompts)
-        input_ids = torch.tensor(
-            [[self.pad_id] * (width - len(ids)) + ids for ids in prompts], device=self.device
-        )
-        mask = torch.tensor(
-            [[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], device=self.device
-        )
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = buffered_cache(self.model, width + max(budgets))
-        # identical prompts (several samples of one prompt) are prefilled once, then their cache is copied
-        first: dict[tuple[int, ...], int] = {}
-        source = [first.setdefault(tuple(ids), len(first)) for ids in prompts]
-        if len(first) < len(prompts):
-            unique = [source.index(u) for u in range(len(first))]
-            logits, cache = self._step(input_ids[unique], mask[unique], positions[unique], cache)
-            index = torch.tensor(source, device=self.device)
-            cache.batch_select_indices(index)
-            logits = logits[index]
-        else:
-            logits, cache = self._step(input_ids, mask, positions, cache)
+        batch = self._running_batch(prompts, max(budgets))
+        logits = batch.prefill()
         live = list(range(len(rows)))  # the request of each line of the running batch
         for _ in range(max(budgets)):
             tokens, logprobs = sampler.sample(logits)
@@ -198,25 +190,35 @@ class HFPolicy:
             if finished == len(live):
                 break
             # finished requests leave the batch (and its KV cache) once they are a quarter of it:
-            # each compaction copies the whole cache, each finished row kept costs one row of compute
+            # each compaction copies the rows' cache, each finished row kept costs one row of compute
             if 4 * finished >= len(live):
                 keep = [j for j, i in enumerate(live) if not rows[i].done]
                 index = torch.tensor(keep, device=self.device)
-                cache.batch_select_indices(index)
-                live, sampler = [live[j] for j in keep], sampler.select(keep)
-                tokens, mask, positions = tokens[index], mask[index], positions[index]
-            mask = torch.cat([mask, mask.new_ones(len(live), 1)], dim=1)
-            positions = positions[:, -1:] + 1
-            logits, cache = self._step(tokens[:, None], mask, positions, cache)
+                batch.keep(index)
+                live, sampler, tokens = [live[j] for j in keep], sampler.select(keep), tokens[index]
+            logits = batch.step(tokens)
         return [row.completion(ids, self.decode) for row, ids in zip(rows, prompts, strict=True)]
 
-    def _step(self, input_ids: Tensor, mask: Tensor, positions: Tensor, cache: Any) -> tuple[Tensor, Any]:
+    def _running_batch(self, prompts: list[list[int]], budget: int) -> PaddedRows | SharedPrompts:
+        """Samples of one prompt share its prefill: in place where the model allows it (SharedPrompts),
+        else as copies (PaddedRows with dedupe); `share_prompt_cache = False` prefills every row."""
+        repeats = len({tuple(ids) for ids in prompts}) < len(prompts)
+        if self.share_prompt_cache and repeats and self._in_place_sharing():
+            return SharedPrompts(self.model, self._step, prompts, budget, self.pad_id, self.device)
+        return PaddedRows(self.model, self._step, prompts, budget, self.pad_id, self.device,
+                          dedupe=self.share_prompt_cache)
+
+    def _in_place_sharing(self) -> bool:
+        return group_prefill.supports(self.model) and buffered_cache(self.model, 1) is not None
+
+    def _step(self, input_ids: Tensor, mask: Tensor | None, positions: Tensor, cache: Any,
+              **extra: Any) -> tuple[Tensor, Any]:
         """One forward pass over new tokens; returns fp32 logits of the last position and the cache."""
         kwargs: dict[str, Any] = {} if cache is None else {self._cache_kw: cache}
         if self._keep_kw is not None:
             kwargs[self._keep_kw] = 1
         out = self.model(
-            input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True, **kwargs
+            input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True, **kwargs, **extra
         )
         return out.logits[:, -1, :].float(), cache_of(out)
 
