@@ -47,20 +47,23 @@ from coral.procmem import proc_hwm_kb, proc_rss_kb, reset_peak
 from coral.seeding import sampling_seed
 
 REPO = Path(__file__).resolve().parents[1]
-BASELINE_FILES = ("base", "hf", "hf_model", "kv_cache", "sampling")
 VARIANTS = ("baseline", "float32", "float32+shared", "bf16", "bf16+shared", "generate-bf16")
 
 
 def baseline_class(commit: str) -> type:
-    """HFPolicy as of `commit`: its policy modules copied from git into a package of their own."""
+    """HFPolicy as of `commit`: the modules of coral/policy at that commit copied from git into a package
+    of their own (its `__init__` left empty; imports of other coral packages stay this checkout's)."""
     folder = Path(tempfile.mkdtemp(prefix="coral-baseline-"))
     package = f"coral_policy_{commit[:12]}"
     (folder / package).mkdir()
     (folder / package / "__init__.py").write_text("")
-    for name in BASELINE_FILES:
-        source = subprocess.run(["git", "-C", str(REPO), "show", f"{commit}:coral/policy/{name}.py"],
+    listing = subprocess.run(["git", "-C", str(REPO), "ls-tree", "--name-only", commit, "coral/policy/"],
+                             check=True, capture_output=True, text=True).stdout.split()
+    for path in (p for p in listing if p.endswith(".py") and not p.endswith("__init__.py")):
+        source = subprocess.run(["git", "-C", str(REPO), "show", f"{commit}:{path}"],
                                 check=True, capture_output=True, text=True).stdout
-        (folder / package / f"{name}.py").write_text(source.replace("coral.policy.", f"{package}."))
+        source = source.replace("coral.policy.", f"{package}.").replace("from coral.policy import", f"from {package} import")
+        (folder / package / Path(path).name).write_text(source)
     sys.path.insert(0, str(folder))
     return importlib.import_module(f"{package}.hf").HFPolicy
 

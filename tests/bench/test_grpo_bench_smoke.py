@@ -35,6 +35,11 @@ def test_run_bench_rejects_groups_of_one_completion(bench):
         bench.run_bench(prompt_count=2, generations=1)
 
 
+def test_an_unknown_coral_side_is_refused_by_name(bench):
+    with pytest.raises(ValueError, match="'float16'"):
+        bench.run_bench(prompt_count=2, generations=2, coral=("float16",))
+
+
 @pytest.mark.slow
 def test_one_timed_step_per_side_changes_both_models_parameters(bench):
     result = bench.run_bench(prompt_count=2, generations=4, new_tokens=8, steps=1)
@@ -42,4 +47,15 @@ def test_one_timed_step_per_side_changes_both_models_parameters(bench):
         assert len(side.step_s) == 1
         assert side.param_change_norm > 0
         assert 0 < side.rollout_s[0] < side.step_s[0]
-    assert result.ratio > 0
+    assert result.ratio() > 0
+
+
+@pytest.mark.slow  # two coral sides and TRL with LoRA, one warm-up and one timed step each: about 15 s
+def test_lora_sides_in_both_precisions_against_trl_defaults_train_their_adapters(bench):
+    result = bench.run_bench(prompt_count=2, generations=4, new_tokens=8, steps=1, coral=("float32", "bfloat16+tis"),
+                             trl="defaults", lora=4)
+    assert set(result.sides) == {"float32", "bfloat16+tis"}
+    for side in (*result.sides.values(), result.trl):
+        assert side.param_change_norm > 0
+    assert result.sides["float32"].metrics["logp_mismatch"] < 1e-4 < result.sides["bfloat16+tis"].metrics["logp_mismatch"]
+    assert "tis_capped_fraction" in result.sides["bfloat16+tis"].metrics
