@@ -1,6 +1,8 @@
 """Fixtures shared by the bench and experiment smoke tests: a bench script loaded as a module, an
 experiment module of the `experiments` package, and a directory holding an untrained tiny planner/ and
-coder/ (what the scripts that read a trained pair take)."""
+coder/ (what the scripts that read a trained pair take); and, for every test, dtype "auto" meaning
+float32, so that results do not depend on the CPU (the tests of the bfloat16 path ask for it by name,
+tests/policy/test_precision.py for what auto picks)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def auto_dtype_is_float32(monkeypatch):
+    monkeypatch.setenv("CORAL_AUTO_DTYPE", "float32")
 
 
 def _script_loader(folder: str):

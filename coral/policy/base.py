@@ -11,6 +11,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": str}
+DTYPE_CHOICES = ("auto", "float32", "bfloat16")  # the precisions of an HF policy (precision.py says what auto is)
+DTYPE_HELP = ("precision of the models that run in this process: auto (bfloat16 where the CPU has bf16 units, "
+              "AVX512-BF16 or AMX, or on a GPU; float32 elsewhere), float32 or bfloat16")
+
+
+def check_dtype(value: str, field: str = "dtype") -> None:
+    """A one-line error naming `field` unless `value` is one of DTYPE_CHOICES (for configs and flags)."""
+    if value not in DTYPE_CHOICES:
+        raise ValueError(f"field {field!r} must be one of {list(DTYPE_CHOICES)}, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@ weights that rollouts run on.
     dtype "bfloat16"  rollouts on a bfloat16 copy of the weights; training with float32 master weights
                       and optimiser state, forward and backward under bfloat16 autocast
     dtype "auto"      bfloat16 on a GPU that supports it or on a CPU with bfloat16 units (AVX512-BF16 or
-                      AMX), float32 elsewhere (a CPU without them emulates bfloat16 slower than float32)
+                      AMX), float32 elsewhere (a CPU without them emulates bfloat16 slower than float32);
+                      $CORAL_AUTO_DTYPE (float32 or bfloat16), when set, decides instead (the test suite
+                      sets float32, so its results do not depend on the machine's CPU)
 
 The rollout copy is refreshed whenever a master weight changed since it was made: torch counts in-place
 writes in each tensor's version and a new tensor has a new storage, so an optimiser step or a
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,10 +32,12 @@ from typing import Any
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
+from coral.policy.base import DTYPE_CHOICES
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-DTYPE_CHOICES = ("auto", *DTYPES)
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of bfloat16 units
 CPU_INFO = Path("/proc/cpuinfo")
+AUTO_ENV = "CORAL_AUTO_DTYPE"
 
 
 @functools.cache
@@ -58,6 +63,11 @@ def resolve_dtype(spec: str | torch.dtype, device: torch.device | str = "cpu") -
             raise ValueError(f"dtype must be one of {list(DTYPE_CHOICES)}, got {spec}")
         return spec
     if spec == "auto":
+        forced = os.environ.get(AUTO_ENV)
+        if forced:
+            if forced not in DTYPES:
+                raise ValueError(f"${AUTO_ENV} must be one of {list(DTYPES)}, got {forced!r}")
+            return DTYPES[forced]
         return torch.bfloat16 if _has_bf16(torch.device(device)) else torch.float32
     if spec not in DTYPES:
         raise ValueError(f"dtype must be one of {list(DTYPE_CHOICES)}, got {spec!r}")

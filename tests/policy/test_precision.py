@@ -43,11 +43,21 @@ def test_an_unknown_dtype_is_an_error_naming_it():
 
 
 def test_auto_is_bfloat16_on_a_cpu_with_bf16_units_and_float32_without(monkeypatch):
+    monkeypatch.delenv("CORAL_AUTO_DTYPE")  # the suite's own setting (tests/conftest.py)
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: True)
     assert resolve_dtype("auto", "cpu") is torch.bfloat16
     monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
     assert resolve_dtype("auto", "cpu") is torch.float32
     assert small("auto").dtype is torch.float32
+
+
+def test_the_environment_can_decide_what_auto_means(monkeypatch):
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
+    monkeypatch.setenv("CORAL_AUTO_DTYPE", "bfloat16")
+    assert resolve_dtype("auto") is torch.bfloat16
+    monkeypatch.setenv("CORAL_AUTO_DTYPE", "fp8")
+    with pytest.raises(ValueError, match="CORAL_AUTO_DTYPE.*'fp8'"):
+        resolve_dtype("auto")
 
 
 def test_without_torchs_query_the_cpu_flags_decide(monkeypatch, tmp_path):
