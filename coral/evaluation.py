@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from coral.agents import PROMPT_STYLES, make_agent
 from coral.config import UserInputError
-from coral.policy.base import SamplingParams
+from coral.policy.base import DTYPE_HELP, SamplingParams, check_dtype
 from coral.terminal import Bar, print_metrics
 from coral.trajectory import Task, Trajectory, to_dict
 from coral.workflows.chain import ChainConfig, run_chain
@@ -31,6 +31,7 @@ class EvalConfig:
     workflow: Literal["single", "chain", "recursive", "text-mas"] = "chain"
     model: str = "tiny"  # the coder's model: tiny, a model directory, scripted:FILE, openai:URL[#model], vllm:NAME
     planner_model: str | None = None  # default: the coder's model (one shared policy)
+    dtype: str = field(default="auto", metadata={"help": DTYPE_HELP})
     limit: int | None = None  # evaluate only the first N tasks (None: all)
     samples_per_task: int = 1  # samples drawn per task (pass@k needs k <= samples)
     ks: tuple[int, ...] = (1,)  # the k of each pass@k reported (comma separated)
@@ -63,6 +64,7 @@ class EvalConfig:
         return self.bench or "procedural-test"
 
     def __post_init__(self) -> None:
+        check_dtype(self.dtype)
         if self.samples_per_task < 1:
             raise ValueError(f"field 'samples_per_task' must be >= 1, got {self.samples_per_task}")
         bad = [k for k in self.ks if k < 1 or k > self.samples_per_task]
@@ -140,10 +142,10 @@ def build_agents(cfg: EvalConfig, stop: Sequence[str] = ()) -> dict[str, Any]:
     """The agents of `cfg.workflow` in `cfg.style`; `stop`: the benchmark's stop sequences (completion)."""
     from coral.policy import load_policy
 
-    coder_policy = load_policy(cfg.model)
+    coder_policy = load_policy(cfg.model, dtype=cfg.dtype)
     planner_policy = coder_policy
     if cfg.planner_model and cfg.planner_model != cfg.model:
-        planner_policy = load_policy(cfg.planner_model)
+        planner_policy = load_policy(cfg.planner_model, dtype=cfg.dtype)
     completion = cfg.style == "completion"
     if completion:
         coder_policy = send_raw(coder_policy)

@@ -28,14 +28,15 @@ from coral.hiras.papercoder import PaperCoderConfig
 from coral.hiras.reproduce import PIPELINES, reproduce_batch
 from coral.hiras.workspace import FILE_SETS
 from coral.policy import load_policy
-from coral.policy.base import Policy
+from coral.policy.base import DTYPE_CHOICES, DTYPE_HELP, Policy
 from coral.terminal import Bar, print_metrics, print_table
 
 DEMO_MODEL = "scripted-demo"
 
 
-def policy_for(spec: str, pipeline: str = "hiras") -> Policy:
-    """The policy of `--model spec` for a pipeline ("hiras", "papercoder") or "judge"."""
+def policy_for(spec: str, pipeline: str = "hiras", dtype: str = "auto") -> Policy:
+    """The policy of `--model spec` for a pipeline ("hiras", "papercoder") or "judge"; `dtype` is the
+    precision of a model that runs in this process (coral.policy.load_policy)."""
     if spec == DEMO_MODEL and pipeline == "judge":
         raise UserInputError(f"--model {DEMO_MODEL} only replays the reproduction agents; a judge needs a model "
                          "(or scripted:<replies.json>)")
@@ -44,7 +45,7 @@ def policy_for(spec: str, pipeline: str = "hiras") -> Policy:
             return ScriptedAgents(hiras_replies())
         return ScriptedAgents({"papercoder": papercoder_replies()}, default="papercoder")
 
-    return load_policy(spec)
+    return load_policy(spec, dtype=dtype)
 
 
 class ShownPolicy:
@@ -66,8 +67,8 @@ class ShownPolicy:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    policy = policy_for(args.model, args.pipeline)
-    manager = policy_for(args.manager_model, args.pipeline) if args.manager_model else None
+    policy = policy_for(args.model, args.pipeline, args.dtype)
+    manager = policy_for(args.manager_model, args.pipeline, args.dtype) if args.manager_model else None
     if args.model == DEMO_MODEL and manager is not None:
         raise UserInputError("--manager-model cannot be combined with --model scripted-demo (one script serves all agents)")
     if args.pipeline == "papercoder" and args.paper_in_prompt:
@@ -131,7 +132,7 @@ def add_checkout_flags(parser: argparse.ArgumentParser) -> None:
 def _cmd_judge(args: argparse.Namespace) -> int:
     # the n judgements are one batched call: the row shows its elapsed time until all n are back
     with Bar(not args.no_progress, {"tokens": "{} completion tokens"}) as bar:
-        policy = ShownPolicy(policy_for(args.model, "judge"), bar, f"judge ({args.protocol}): judgements", args.n)
+        policy = ShownPolicy(policy_for(args.model, "judge", args.dtype), bar, f"judge ({args.protocol}): judgements", args.n)
         result = judge_repo(args.repo, load_paper(args.paper), policy, args.protocol, args.gold,
                             n=args.n, max_new_tokens=args.max_new_tokens, checkouts=checkouts_from(args),
                             file_set=args.files)
@@ -146,11 +147,13 @@ def _cmd_judge(args: argparse.Namespace) -> int:
 
 def add_research_commands(sub: argparse._SubParsersAction) -> None:
     """Register `reproduce` and `judge` on coral's subparsers; each sets `handler`."""
+    dtype_help = f"{DTYPE_HELP} (default: 'auto')"
 
     p = sub.add_parser("reproduce", help="turn papers into repositories (HiRAS or the PaperCoder baseline)")
     p.add_argument("papers", nargs="+", metavar="PAPER", help="paper files: .md, .tex or s2orc .json")
     p.add_argument("--model", required=True, help=f"policy spec for the agents, or {DEMO_MODEL}")
     p.add_argument("--manager-model", default=None, help="policy spec for the two managers (default: --model)")
+    p.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto", help=dtype_help)
     p.add_argument("--out-dir", required=True, help="one run directory per paper goes here")
     p.add_argument("--pipeline", choices=PIPELINES, default="hiras")
     p.add_argument("--no-progress", action="store_true", help="no progress row")
@@ -175,6 +178,7 @@ def add_research_commands(sub: argparse._SubParsersAction) -> None:
     j.add_argument("--gold", default=None, help="gold repository directory (ref-based)")
     j.add_argument("--protocol", choices=PROTOCOLS, required=True)
     j.add_argument("--model", required=True, help="policy spec of the judge")
+    j.add_argument("--dtype", choices=DTYPE_CHOICES, default="auto", help=dtype_help)
     j.add_argument("--n", type=int, default=8, help="judgements sampled")
     j.add_argument("--max-new-tokens", type=int, default=1024)
     add_checkout_flags(j)

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +24,7 @@ from coral.config import UserInputError
 from coral.mars2.tree import Tree, TreeConfig, search, tree_metrics
 from coral.mars2.viewer import write_tree_html
 from coral.policy import load_policy
-from coral.policy.base import SamplingParams
+from coral.policy.base import DTYPE_HELP, SamplingParams, check_dtype
 from coral.policy.scripted import ScriptedPolicy
 from coral.sandbox import Sandbox
 from coral.scale import ScaleOut, distribute_agents
@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 class SearchConfig:
     bench: str = "procedural-test"  # benchmark name or a JSONL/parquet file of tasks
     models: tuple[str, ...] = ("tiny",)  # one agent per model spec
+    dtype: str = field(default="auto", metadata={"help": DTYPE_HELP})
     algorithm: Literal["abmcts", "uct", "best_of_n"] = "abmcts"  # the tree search
     max_nodes: int = 8  # node budget of each tree, root excluded
     limit: int | None = 20  # search only the first N tasks (None: all)
@@ -51,6 +52,7 @@ class SearchConfig:
     ray_address: str | None = None  # "local", "auto" or an address: rollouts and sandbox jobs on Ray (coral.scale)
 
     def __post_init__(self) -> None:
+        check_dtype(self.dtype)
         if not self.models:
             raise ValueError("field 'models' needs at least one model spec")
         if self.max_nodes < 1:
@@ -102,7 +104,7 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict[str, float]:
 
     tasks = load_benchmark(cfg.bench, limit=cfg.limit, seed=cfg.seed)
     sampling = SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, seed=cfg.seed)
-    agents = [make_agent("solver", load_policy(spec), agent_id=f"agent{i}:{spec}", sampling=sampling)
+    agents = [make_agent("solver", load_policy(spec, dtype=cfg.dtype), agent_id=f"agent{i}:{spec}", sampling=sampling)
               for i, spec in enumerate(cfg.models)]
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,11 @@
     "scripted:<file.json>"          a ScriptedPolicy replying with a JSON list of strings, in order, cycled, or
                                     with an object {text: reply} (the reply of the longest key in the prompt)
     "vllm:<dir or hub name>"        an in-process vLLM engine (optional extra)
-Remaining keyword arguments go to the policy's constructor.
+`dtype` (auto | float32 | bfloat16, see precision.py) is the precision of the policies that run a
+transformers model in this process (tiny, smollm2, gguf, a directory, a hub model); a vLLM engine gets it
+as its own dtype unless it is auto (vLLM's auto is the checkpoint's precision); OpenAI-compatible servers
+and scripted policies have no precision of ours and ignore it. Remaining keyword arguments go to the
+policy's constructor.
 
 This module does NOT download anything itself and does NOT cache policies: every call builds one (GGUF
 conversions are cached on disk by gguf.py, the policies built from them are not).
@@ -23,9 +27,14 @@ from typing import Any
 from coral.config import UserInputError
 from coral.policy.base import Policy
 
+WITHOUT_PRECISION = ("openai", "scripted")  # spec kinds whose model does not run in this process
 
-def load_policy(spec: str, **kwargs: Any) -> Policy:
-    """The policy named by `spec` (see the module docstring)."""
+
+def load_policy(spec: str, dtype: str | None = None, **kwargs: Any) -> Policy:
+    """The policy named by `spec` (see the module docstring); `dtype` None keeps each policy's default."""
+    kind = spec.partition(":")[0]
+    if dtype is not None and kind not in WITHOUT_PRECISION and not (kind == "vllm" and dtype == "auto"):
+        kwargs["dtype"] = dtype
     if spec == "tiny":
         from coral.policy.tiny import tiny_policy
 

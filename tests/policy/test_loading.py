@@ -72,3 +72,23 @@ def test_scripted_spec_with_a_non_list_is_named(tmp_path):
 def test_vllm_without_the_package_says_how_to_install():
     with pytest.raises(ImportError, match=r"pip install 'coral-rl\[vllm\]'"):
         load_policy("vllm:some/model")
+
+
+def test_dtype_reaches_every_in_process_hf_policy(tiny, tmp_path):
+    import torch
+
+    tiny.save(tmp_path)
+    for spec in ("tiny", f"tiny:{tmp_path}", str(tmp_path)):
+        assert load_policy(spec, dtype="bfloat16").dtype is torch.bfloat16
+        assert load_policy(spec, dtype="float32").dtype is torch.float32
+
+
+def test_servers_and_scripts_ignore_the_dtype(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps(["a"]))
+    assert isinstance(load_policy(f"scripted:{tmp_path / 'r.json'}", dtype="bfloat16"), ScriptedPolicy)
+    assert isinstance(load_policy("openai:http://127.0.0.1:8000/v1", dtype="bfloat16"), OpenAIPolicy)
+
+
+def test_an_unknown_dtype_is_named():
+    with pytest.raises(ValueError, match="'half'"):
+        load_policy("tiny", dtype="half")
