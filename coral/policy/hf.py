@@ -255,7 +255,7 @@ class HFPolicy:
         # logits at position j predict token j + 1: completion token t of row b is predicted at P_b - 1 + t
         starts = torch.tensor([len(p) - shared - 1 for p in prompt_ids], device=dev)
         where = (starts[:, None] + torch.arange(steps, device=dev)[None, :]).clamp(max=width - 1)
-        with self._autocast():
+        with self.autocast():
             if shared:
                 kwargs = {self._cache_kw: self._prefix_cache(prompt_ids[0][:shared], len(seqs)), "use_cache": True,
                           "position_ids": torch.arange(shared, shared + width, device=dev)[None, :].expand(len(seqs), -1)}
@@ -272,9 +272,10 @@ class HFPolicy:
         logprobs = torch.log_softmax(picked / temperature, dim=-1).gather(-1, targets[:, :, None]).squeeze(-1)
         return logprobs.masked_fill(~mask, 0.0), mask
 
-    def _autocast(self) -> contextlib.AbstractContextManager:
-        """bfloat16 autocast for the trainer's forward when the policy's dtype is bfloat16 (the weights
-        stay float32: gradients and the optimiser state are float32)."""
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """bfloat16 autocast when the policy's dtype is bfloat16, else nothing: `forward` runs in it, and
+        so should code that calls `self.model` directly (the weights stay float32 masters: gradients
+        and optimiser state are float32)."""
         if self.dtype == torch.float32:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.dtype)

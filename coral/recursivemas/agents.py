@@ -55,12 +55,12 @@ TINY = "tiny"
 AGENT_FILE = "coral_agent.json"  # in agents/ROLE: the role's model spec (and nothing else for a pretrained one)
 
 
-def load_pretrained(spec: str) -> Any:
+def load_pretrained(spec: str, dtype: str = "auto") -> Any:
     """The HF policy named by `spec` (coral.policy.load_policy), as loaded; one-line UserInputError naming
     the field when it cannot be loaded or is not a local HF model (a latent agent needs its weights)."""
 
     try:
-        policy = load_policy(spec)
+        policy = load_policy(spec, dtype=dtype)
     except (OSError, ValueError, ImportError) as error:  # FileNotFoundError, UserInputError, a missing package
         reason = " ".join(str(error).split())[:300]
         raise UserInputError(f"field 'agent_models': cannot load {spec!r}: {reason}") from error
@@ -86,12 +86,12 @@ def build_agents(cfg: Any, train: Sequence[Record], progress: bool = False) -> d
     agents = {}
     for i, (role, spec) in enumerate(zip(pattern.roles, specs, strict=True)):
         if spec != TINY:
-            agents[role] = loaded[spec] = loaded.get(spec) or load_pretrained(spec)
+            agents[role] = loaded[spec] = loaded.get(spec) or load_pretrained(spec, cfg.dtype)
             continue
         width = cfg.agent_widths[i % len(cfg.agent_widths)]
         model = build_model(tokenizer, seed=cfg.seed + i, d_model=width, n_layers=cfg.n_layers,
                             n_heads=4, max_len=cfg.max_len_tokens)
-        agents[role] = HFPolicy(model, tokenizer, name=f"{role}-d{width}")
+        agents[role] = HFPolicy(model, tokenizer, name=f"{role}-d{width}", dtype=cfg.dtype)
         if cfg.sft.epochs > 0:
             sft = SFTConfig(epochs=cfg.sft.epochs, batch_size=cfg.sft.batch_size, lr=cfg.sft.lr, seed=cfg.seed)
             train_sft(agents[role], role_examples(pattern, role, train), sft, progress=progress)
@@ -132,6 +132,7 @@ def load_saved_agents(cfg: Any, root: str | Path) -> dict[str, Any]:
         if saved != spec:
             raise UserInputError(f"{folder}: agent saved for model {saved!r}, but field 'agent_models' gives "
                                  f"{spec!r} for role {role!r}; use another out_dir or resume: false")
-        agents[role] = HFPolicy.load(folder) if spec == TINY else loaded.get(spec) or load_pretrained(spec)
+        agents[role] = (HFPolicy.load(folder, dtype=cfg.dtype) if spec == TINY
+                        else loaded.get(spec) or load_pretrained(spec, cfg.dtype))
         loaded.setdefault(spec, agents[role])
     return agents

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from coral.config import UserInputError
+from coral.policy.base import DTYPE_HELP, check_dtype
 from coral.recursivemas.links import LINK_INITS
 from coral.recursivemas.patterns import get_pattern
 
@@ -80,6 +81,7 @@ class RecursiveMASConfig:
     # one model spec per role, cycling over the roles: "tiny" (built here, see agent_widths) or any
     # coral.policy.load_policy spec of a local HF model ("smollm2", a model directory), loaded and frozen
     agent_models: tuple[str, ...] = ("tiny",)
+    dtype: str = field(default="auto", metadata={"help": DTYPE_HELP})  # the agents' (the links stay float32)
     # tiny agents' widths, indexed by role and cycling over the roles (different hidden sizes are allowed)
     agent_widths: tuple[int, ...] = (64, 96, 64)
     n_layers: int = 2  # layers of each tiny agent
@@ -120,6 +122,7 @@ class RecursiveMASConfig:
         if not self.agent_widths or any(w < 4 or w % 4 for w in self.agent_widths):
             raise ValueError(f"field 'agent_widths': each must be a multiple of 4 (heads), got {self.agent_widths}")
         self._check_agent_models()
+        check_dtype(self.dtype)
         if self.link_init not in LINK_INITS:
             raise ValueError(f"field 'link_init' must be one of {LINK_INITS}, got {self.link_init!r}")
 

@@ -13,6 +13,7 @@ This module does NOT train, and does NOT handle agents of different models (Recu
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,6 +56,11 @@ class LatentMAS:
 
     @torch.no_grad()
     def answer(self, questions: Sequence[str], rounds: int, max_new_tokens: int) -> list[list[int]]:
+        autocast = getattr(self.policy, "autocast", None)  # an HFPolicy's precision (bfloat16: autocast)
+        with autocast() if autocast is not None else contextlib.nullcontext():
+            return self._answer(questions, rounds, max_new_tokens)
+
+    def _answer(self, questions: Sequence[str], rounds: int, max_new_tokens: int) -> list[list[int]]:
         model = self.policy.model
         cache = new_cache(model)
         mask = torch.zeros(len(questions), 0, dtype=torch.long, device=self.policy.device)

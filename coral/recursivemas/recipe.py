@@ -48,7 +48,7 @@ CONFIG_FILE = "config.json"
 # fields a resumed run may change: where and how often to log and evaluate, and how long the outer loop runs
 # (the restored outer schedule then follows the new length from there on)
 RESUMABLE_CHANGES = ("out_dir", "outer.steps", "eval_every_steps", "checkpoint_every_steps", "max_new_tokens",
-                     "ray_address", "resume")
+                     "ray_address", "resume", "dtype")
 
 
 def load_or_build_agents(cfg: RecursiveMASConfig, train: Any, progress: bool) -> dict[str, Any]:
@@ -197,13 +197,15 @@ def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = N
 
 def eval_run(run_dir: str | Path, workflow: str, rounds: int | None = None, split: str = "test",
              samples_path: str | Path | None = None, bench: str | None = None,
-             limit: int | None = None) -> dict[str, float]:
-    """`eval_workflow` on the run in `run_dir` (written by `coral train` with recipe recursivemas)."""
+             limit: int | None = None, dtype: str | None = None) -> dict[str, float]:
+    """`eval_workflow` on the run in `run_dir` (written by `coral train` with recipe recursivemas), its
+    agents in precision `dtype` (None: the run's own)."""
     path = Path(run_dir) / CONFIG_FILE
     if not path.is_file():
         raise UserInputError(f"{path}: not a RecursiveMAS run directory (no {CONFIG_FILE}; "
                              f"`coral train` with recipe recursivemas writes one)")
-    cfg = from_mapping(RecursiveMASConfig, {**json.loads(path.read_text()), "out_dir": str(run_dir)}, str(path))
+    saved = {**json.loads(path.read_text()), "out_dir": str(run_dir), **({"dtype": dtype} if dtype else {})}
+    cfg = from_mapping(RecursiveMASConfig, saved, str(path))
     return eval_workflow(cfg, workflow, rounds, split, samples_path, bench, limit)
 
 
@@ -217,7 +219,7 @@ def run_latent_eval(cfg: EvalConfig) -> dict[str, float]:
     out_dir = Path(cfg.out_dir)
     # no bench: the run's own records; a bench given (humaneval, procedural-test) is evaluated instead
     summary = eval_run(cfg.latent_run_dir, cfg.workflow, cfg.latent_rounds or None, cfg.latent_split,
-                       samples_path=out_dir / "samples.jsonl", bench=cfg.bench, limit=cfg.limit)
+                       samples_path=out_dir / "samples.jsonl", bench=cfg.bench, limit=cfg.limit, dtype=cfg.dtype)
     n = len((out_dir / "samples.jsonl").read_text().splitlines())
     # wall_s: the workflows' own time (loading the agents and judging answers are not part of it)
     summary = {"samples": float(n), **summary, "decoded_tokens": summary["decoded_tokens_per_sample"] * n,

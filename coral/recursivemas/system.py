@@ -15,6 +15,7 @@ compute accuracy (evaluation.py).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -99,11 +100,21 @@ class RecursiveMAS(nn.Module):
         return split_prompt(policy.render(self.pattern.prompt(role, question, sources)), policy.encode)
 
     # ------------------------------------------------------------------ rollout
+    def precision(self) -> contextlib.AbstractContextManager:
+        """bfloat16 autocast around the agents' direct model calls when an agent computes in bfloat16
+        (its dtype), else nothing. The links and the agents' weights stay float32 parameters."""
+        low = [a for a in self.agents.values() if getattr(a, "dtype", torch.float32) != torch.float32]
+        return low[0].autocast() if low else contextlib.nullcontext()
+
     def unroll(self, questions: Sequence[str], rounds: int) -> list[Embedded]:
         """All `rounds` rounds; returns the final agent's embedded prompt of every round (the last one
         is what it decodes from). Gradients flow to the links when called under grad."""
         if rounds < 1:
             raise ValueError(f"rounds must be >= 1, got {rounds}")
+        with self.precision():
+            return self._unroll(questions, rounds)
+
+    def _unroll(self, questions: Sequence[str], rounds: int) -> list[Embedded]:
         previous: dict[str, Tensor] = {}
         notes: list[str] | None = None
         finals: list[Embedded] = []
@@ -149,7 +160,8 @@ class RecursiveMAS(nn.Module):
 
     def decode(self, embedded: Embedded, max_new_tokens: int) -> list[list[int]]:
         final = self.agents[self.pattern.final]
-        return greedy_decode(final.model, embedded, max_new_tokens, final.eos_ids)
+        with self.precision():
+            return greedy_decode(final.model, embedded, max_new_tokens, final.eos_ids)
 
     @torch.no_grad()
     def answer(self, questions: Sequence[str], rounds: int, max_new_tokens: int) -> list[list[int]]:

@@ -106,10 +106,11 @@ def inner_loss(system: RecursiveMAS, batch: Sequence[Record]) -> dict[str, torch
                                                                     text_sources(system.pattern, role, r))),
                                 agent.encode) for r in batch]
         targets = [agent.encode(r.field(system.pattern.gold[role])) for r in batch]
-        with torch.no_grad():
+        with torch.no_grad(), system.precision():
             h, ids, mask = teacher_forced(agent.model, assemble(agent.model, prompts, [{}] * len(batch)), targets)
             goal = agent.model.get_input_embeddings()(ids)
-        cos = torch.nn.functional.cosine_similarity(system.inner[role](h), goal, dim=-1)
+        with system.precision():
+            cos = torch.nn.functional.cosine_similarity(system.inner[role](h), goal, dim=-1)
         losses[role] = ((1 - cos) * mask).sum() / mask.sum()
     return losses
 
@@ -120,7 +121,8 @@ def outer_loss(system: RecursiveMAS, batch: Sequence[Record], rounds: int,
     final = system.agents[system.pattern.final]
     targets = [final.encode(r.answer) + [final.tokenizer.eos_token_id] for r in batch]
     prompts = system.unroll([r.question for r in batch], rounds)
-    ces = [answer_nll(final.model, p, targets) for p in (prompts if earlier_round_weight > 0 else prompts[-1:])]
+    with system.precision():
+        ces = [answer_nll(final.model, p, targets) for p in (prompts if earlier_round_weight > 0 else prompts[-1:])]
     loss = ces[-1] + (earlier_round_weight * torch.stack(ces[:-1]).mean() if len(ces) > 1 else 0.0)
     return loss, [c.item() for c in ces]
 
