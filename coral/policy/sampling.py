@@ -30,8 +30,10 @@ class TokenSampler:
     def __init__(self, params: list[SamplingParams], budgets: list[int], device: torch.device) -> None:
         greedy = [p.temperature == 0 for p in params]
         self.greedy = torch.tensor(greedy, device=device)
-        self.any_sampled = not all(greedy)
-        self.temps = torch.tensor([p.temperature or 1.0 for p in params], device=device)[:, None]
+        self.any_sampled, self.any_greedy = not all(greedy), any(greedy)
+        temps = [p.temperature or 1.0 for p in params]
+        # over a vocabulary of 50k, each pass over the logits is a visible part of a decoding step
+        self.temps = torch.tensor(temps, device=device)[:, None] if any(t != 1.0 for t in temps) else None
         top_ps = [1.0 if g else p.top_p for p, g in zip(params, greedy, strict=True)]
         self.top_ps = torch.tensor(top_ps, device=device)[:, None] if min(top_ps) < 1 else None
         uniforms = torch.full((len(params), max(budgets)), 0.5)
@@ -47,20 +49,20 @@ class TokenSampler:
     def select(self, keep: list[int]) -> TokenSampler:
         """The sampler of the rows `keep` (each keeps its own uniforms)."""
         out = object.__new__(TokenSampler)
-        out.greedy, out.any_sampled = self.greedy[keep], self.any_sampled
-        out.temps = self.temps[keep]
+        out.greedy, out.any_sampled, out.any_greedy = self.greedy[keep], self.any_sampled, self.any_greedy
+        out.temps = None if self.temps is None else self.temps[keep]
         out.top_ps = None if self.top_ps is None else self.top_ps[keep]
         out.uniforms, out.step = self.uniforms[keep], self.step
         return out
 
     def sample(self, logits: Tensor) -> tuple[Tensor, Tensor]:
-        logp = torch.log_softmax(logits / self.temps, dim=-1)
+        logp = torch.log_softmax(logits if self.temps is None else logits / self.temps, dim=-1)
         if self.top_ps is not None:
             logp = nucleus(logp, self.top_ps)
-        tokens = logp.argmax(dim=-1)
+        tokens = logp.argmax(dim=-1) if self.any_greedy else None
         if self.any_sampled:
             drawn = inverse_cdf(logp.exp(), self.uniforms[:, self.step : self.step + 1])
-            tokens = torch.where(self.greedy, tokens, drawn)
+            tokens = drawn if tokens is None else torch.where(self.greedy, tokens, drawn)
         self.step += 1
         return tokens, logp.gather(1, tokens[:, None]).squeeze(1)
 

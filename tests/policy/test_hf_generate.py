@@ -227,3 +227,13 @@ def test_sampled_token_frequencies_follow_the_distribution():
     assert counts[3] == 0
     # each count within 4 standard deviations of n * p
     assert ((counts - n * probs).abs() <= 4 * (n * probs * (1 - probs)).sqrt() + 1e-9).all(), counts.tolist()
+
+
+def test_greedy_and_sampled_rows_at_several_temperatures_share_a_batch_as_if_alone(tiny):
+    reqs = [GenerationRequest(user("z" * (i + 1)), SamplingParams(max_new_tokens=6, temperature=t, seed=i))
+            for i, t in enumerate((0.0, 1.0, 0.7, 1.0, 0.0))]
+    batched = tiny.generate(reqs)
+    for req, out in zip(reqs, batched, strict=True):
+        alone = tiny.generate([req])[0]
+        assert out.completion_ids == alone.completion_ids
+        torch.testing.assert_close(torch.tensor(out.logprobs), torch.tensor(alone.logprobs), atol=1e-4, rtol=0)
