@@ -68,14 +68,20 @@ def test_shared_prompts_sample_the_tokens_of_unshared_ones(build, temperature, d
         torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=atol, rtol=0)
 
 
-def test_each_distinct_prompt_is_prefilled_once():
+def test_each_distinct_prompt_is_prefilled_once_and_attended_in_place():
     policy = small()
-    shapes = []
-    handle = policy.model.model.embed_tokens.register_forward_pre_hook(lambda m, args: shapes.append(args[0].shape))
+    shapes, attention = [], []
+
+    def record(module, args):
+        shapes.append(args[0].shape)
+        attention.append(policy.model.config._attn_implementation)
+
+    handle = policy.model.model.embed_tokens.register_forward_pre_hook(record)
     policy.generate(group_requests(1.0))
     handle.remove()
     assert tuple(shapes[0])[0] == 3  # three distinct prompts in the first (prefill) call
     assert all(tuple(s)[1] == 1 for s in shapes[1:])  # then one new token per row and step
+    assert attention[0] == "sdpa" and set(attention[1:]) == {group_prefill.ATTENTION}
 
 
 def test_unshared_generation_prefills_every_request():
