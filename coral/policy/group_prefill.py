@@ -38,6 +38,8 @@ UNSUPPORTED_CONFIG = ("sliding_window", "attn_logit_softcapping", "use_sliding_w
 
 def supports(model: Any) -> bool:
     """Whether `model`'s attention can run over a shared prompt cache (see the module docstring)."""
+    if not REGISTERED:
+        return False
     inner = base_model(model)
     config = inner.config
     can_switch = getattr(type(inner), "_can_set_attn_implementation", None)
@@ -122,13 +124,17 @@ def _attention(module: Any, query: Tensor, key: Tensor, value: Tensor, attention
     return prefix.attend(module.layer_idx, query, key, value, scale), None
 
 
-def _register() -> None:
-    from transformers import AttentionInterface
-
+def _register() -> bool:
+    """Register the attention function; False for a transformers without AttentionInterface (< 4.48)."""
+    try:
+        from transformers import AttentionInterface
+    except ImportError:
+        return False
     AttentionInterface.register(ATTENTION, _attention)
+    return True
 
 
-_register()
+REGISTERED = _register()
 
 
 @contextlib.contextmanager
