@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import importlib
 import logging
 import os
 import sys
+import tempfile
 import typing
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -35,7 +38,40 @@ from coral.config import (
 from coral.evaluation import LATENT_WORKFLOWS, EvalConfig, print_summary, run_eval
 from coral.hiras.cli import add_research_commands
 
-USER_ERRORS = (UserInputError, FileNotFoundError, ConnectionError)  # reported in one line; all else: traceback
+USER_ERRORS = (UserInputError, FileNotFoundError, ConnectionError, TimeoutError)  # one line; all else: traceback
+# the state of the user's machine, not a bug: a full or read-only disk, a missing or forbidden folder
+MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT,
+                  errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.ELOOP, errno.EMFILE,
+                  errno.ENFILE, errno.EIO}
+
+
+def user_error(exc: BaseException) -> BaseException | None:
+    """The error in `exc`'s chain of causes that a user can act on (bad input, the machine's state), or None:
+    a bug, whose traceback is kept."""
+    while exc is not None:
+        if isinstance(exc, USER_ERRORS) or (isinstance(exc, OSError) and exc.errno in MACHINE_ERRNOS):
+            return exc
+        exc = exc.__cause__
+    return None
+
+
+def one_line(exc: BaseException, cause: BaseException) -> str:
+    """`exc`'s message on one line, with its `cause`'s when it does not already say it; an OS error of its
+    own reads 'FILE: what went wrong' (not '[Errno 28] ...')."""
+    if exc is cause and isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    else:
+        text = str(exc) if exc is cause or str(cause) in str(exc) else f"{exc}: {cause}"
+    return " ".join(text.split())
+
+
+def check_writable(folder: str | Path) -> None:
+    """`folder` exists (made if missing) and takes a new file: a read-only or full disk fails here, in one
+    line, before any work, not after it."""
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path, prefix=".coral-write-check-"):
+        pass
 
 
 def config_flags(cls: type, prefix: str = "", defaults: Any = None) -> dict[str, tuple[str, Any]]:
@@ -73,7 +109,9 @@ def _overrides(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]
 
 
 def _config(cls: type, args: argparse.Namespace) -> Any:
-    return load_config(cls, getattr(args, "config", None), _overrides(args, list(config_flags(cls))))
+    cfg = load_config(cls, getattr(args, "config", None), _overrides(args, list(config_flags(cls))))
+    check_writable(cfg.out_dir)
+    return cfg
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -123,6 +161,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise ConfigError(f"flag {_flag(foreign[0])} is not a field of recipe {recipe!r}")
 
     cfg = from_mapping(cls, merge(head, nest(given)), f"{path} + flags")
+    check_writable(cfg.out_dir)
     train(cfg, progress=not args.no_progress)
     return 0
 
@@ -190,11 +229,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     # coral's warnings (a degraded sandbox, samples that do not parse) on stderr, marked as such
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
+        if getattr(args, "out_dir", None):  # reproduce's run folder; the config commands check theirs
+            check_writable(args.out_dir)
+        if getattr(args, "out", None):  # judge's result file, written at the end
+            check_writable(Path(args.out).parent)
         return (getattr(args, "handler", None) or COMMANDS[args.command][2])(args)
-    except USER_ERRORS as exc:
-        if os.environ.get("CORAL_DEBUG"):  # the full traceback, for bug reports
+    except Exception as exc:
+        cause = user_error(exc)
+        if cause is None or os.environ.get("CORAL_DEBUG"):  # a bug; or the full traceback, for bug reports
             raise
-        print(f"coral {args.command}: error: {exc}", file=sys.stderr)
+        print(f"coral {args.command}: error: {one_line(exc, cause)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"coral {args.command}: interrupted", file=sys.stderr)

@@ -21,7 +21,7 @@ import textwrap
 import tokenize
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -90,6 +90,15 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a string, got {value!r}")
         return str(value)
     return value
+
+
+def check_at_least(cfg: Any, low: float, names: Sequence[str], *, above: bool = False) -> None:
+    """For a config's `__post_init__`: ValueError naming the first field of `names` below `low` (with
+    `above`: at or below it). None passes: it means "not set" (e.g. `limit: None`, all tasks)."""
+    for name in names:
+        value = getattr(cfg, name)
+        if value is not None and (value <= low if above else value < low):
+            raise ValueError(f"field {name!r} must be {'>' if above else '>='} {low:g}, got {value!r}")
 
 
 def is_config_class(hint: Any) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from coral.agents import PROMPT_STYLES, make_agent
-from coral.config import UserInputError
+from coral.config import UserInputError, check_at_least
 from coral.policy.base import DTYPE_HELP, SamplingParams, check_dtype
 from coral.terminal import Bar, print_metrics
 from coral.trajectory import Task, Trajectory, to_dict
@@ -65,15 +65,16 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         check_dtype(self.dtype)
-        if self.samples_per_task < 1:
-            raise ValueError(f"field 'samples_per_task' must be >= 1, got {self.samples_per_task}")
+        check_at_least(self, 1, ("samples_per_task", "limit", "max_new_tokens", "tasks_per_batch", "sandbox_workers"))
+        check_at_least(self, 0, ("debug_rounds", "temperature", "seed", "latent_rounds"))
+        check_at_least(self, 0, ("top_p", "timeout_s"), above=True)
+        if self.top_p > 1:
+            raise ValueError(f"field 'top_p' must be <= 1, got {self.top_p}")
         bad = [k for k in self.ks if k < 1 or k > self.samples_per_task]
         if bad:
             raise ValueError(f"field 'ks': {bad[0]} is not within 1..samples_per_task={self.samples_per_task}")
         if self.samples_per_task > 1 and self.temperature == 0.0:
             raise ValueError("field 'temperature' is 0 (greedy) but samples_per_task > 1: the samples would be identical")
-        if self.tasks_per_batch < 1:
-            raise ValueError(f"field 'tasks_per_batch' must be >= 1, got {self.tasks_per_batch}")
         if self.prompt_style == "completion" and (self.workflow != "single" or self.debug_rounds):
             raise ValueError("field 'prompt_style': completion continues the benchmark's prompt with one model; "
                              "it needs workflow single and debug_rounds 0")

@@ -37,9 +37,11 @@ class JsonlWriter:
         try:
             while done < len(data):  # a full disk first writes part of the buffer, then fails
                 done += os.write(self._fd, data[done:])
-        except BaseException:  # an OSError, or Ctrl-C between two partial writes
+        except BaseException as exc:  # an OSError, or Ctrl-C between two partial writes
             if done:
                 os.ftruncate(self._fd, start)
+            if isinstance(exc, OSError) and exc.filename is None:
+                exc.filename = str(self.path)  # os.write's errors name no file
             raise
 
     def close(self) -> None:
