@@ -21,6 +21,7 @@ conversions are cached on disk by gguf.py, the policies built from them are not)
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,22 @@ def load_policy(spec: str, dtype: str | None = None, **kwargs: Any) -> Policy:
     if path.exists() or spec.startswith(("/", "./", "../", "~")):
         raise FileNotFoundError(f"policy {spec!r}: not a model directory")
     return _load_hub(spec, **kwargs)
+
+
+def files_stamp(spec: str) -> str | None:
+    """A stamp of the local files `spec` names (a model directory, tiny:DIR, gguf:FILE, scripted:FILE): a hash
+    of their paths, sizes and modification times, which changes when a model is trained again into the same
+    directory. None for specs of no local files (tiny, smollm2, a hub name, a server)."""
+    kind, sep, rest = spec.partition(":")
+    target = Path(rest.split("#")[0] if sep and kind in LOADERS else spec).expanduser()
+    if not target.exists():
+        return None
+    files = sorted(p for p in ([target] if target.is_file() else target.rglob("*")) if p.is_file())
+    digest = hashlib.sha256()
+    for p in files:
+        stat = p.stat()
+        digest.update(f"{p.relative_to(target) if p != target else p.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def _load_dir(directory: str, **kwargs: Any) -> Policy:
