@@ -38,6 +38,7 @@ from coral.config import (
 from coral.evaluation import LATENT_WORKFLOWS, EvalConfig, print_summary, run_eval
 from coral.hiras.cli import add_research_commands
 
+KEY_ENV = "OPENAI_API_KEY"  # where openai: models read their API key
 USER_ERRORS = (UserInputError, FileNotFoundError, ConnectionError, TimeoutError)  # one line; all else: traceback
 # the state of the user's machine, not a bug: a full or read-only disk, a missing or forbidden folder
 MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT,
@@ -63,6 +64,14 @@ def one_line(exc: BaseException, cause: BaseException) -> str:
     else:
         text = str(exc) if exc is cause or str(cause) in str(exc) else f"{exc}: {cause}"
     return " ".join(text.split())
+
+
+def use_api_key_env(name: str) -> None:
+    """--api-key-env NAME: the key in $NAME becomes the one every openai: model of this command sends."""
+    key = os.environ.get(name)
+    if not key:
+        raise UserInputError(f"--api-key-env {name}: the environment variable {name} is not set")
+    os.environ[KEY_ENV] = key  # what OpenAIPolicy reads; the sandbox clears the environment of what it runs
 
 
 def check_writable(folder: str | Path) -> None:
@@ -221,6 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
         _add_flags(p, config_flags(cls))
 
     add_research_commands(sub)  # reproduce, judge: each sets args.handler
+    for name in ("eval", "search", "reproduce", "judge"):  # the commands that may call a server
+        sub.choices[name].add_argument(
+            "--api-key-env", default=None, metavar="VAR",
+            help=f"environment variable holding the API key of openai: models (default: {KEY_ENV}; "
+                 "the key stays out of configs, logs and the command line)")
     return parser
 
 
@@ -229,6 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # coral's warnings (a degraded sandbox, samples that do not parse) on stderr, marked as such
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
+        if getattr(args, "api_key_env", None):
+            use_api_key_env(args.api_key_env)
         if getattr(args, "out_dir", None):  # reproduce's run folder; the config commands check theirs
             check_writable(args.out_dir)
         if getattr(args, "out", None):  # judge's result file, written at the end

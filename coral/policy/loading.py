@@ -6,6 +6,7 @@
     "tiny:<dir>" or "<dir>"         a saved HF model + tokenizer directory (HFPolicy.save / save_pretrained)
     "<org>/<name>"                  a hub model via from_pretrained (fails clearly when offline)
     "openai:<base_url>[#model]"     an OpenAI-compatible server, e.g. "openai:http://127.0.0.1:8000/v1#qwen"
+                                    (API key: the api_key argument, else $OPENAI_API_KEY)
     "scripted:<file.json>"          a ScriptedPolicy replying with a JSON list of strings, in order, cycled, or
                                     with an object {text: reply} (the reply of the longest key in the prompt)
     "vllm:<dir or hub name>"        an in-process vLLM engine (optional extra)
