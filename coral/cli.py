@@ -11,31 +11,23 @@ its traceback. This module does NOT hold logic of its own.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import errno
 import importlib
 import logging
 import os
 import sys
 import tempfile
-import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from coral.config import (
-    ConfigError,
-    UserInputError,
-    field_help,
-    from_mapping,
-    is_config_class,
-    load_config,
-    merge,
-    nest,
-)
+import coral
+from coral import __version__
+from coral.config import ConfigError, UserInputError, from_mapping, load_config, merge, nest
 from coral.evaluation import LATENT_WORKFLOWS, EvalConfig, print_summary, run_eval
+from coral.flags import Flag, add_flags, config_flags, did_you_mean, flag_name, plain
 from coral.hiras.cli import add_research_commands
 
 KEY_ENV = "OPENAI_API_KEY"  # where openai: models read their API key
@@ -83,36 +75,6 @@ def check_writable(folder: str | Path) -> None:
         pass
 
 
-def config_flags(cls: type, prefix: str = "", defaults: Any = None) -> dict[str, tuple[str, Any]]:
-    """{dotted field: (one-line meaning, default)} of every leaf field of `cls`, nested configs expanded
-    (their defaults are the enclosing config's, e.g. CoRe-Code's rl.lr, not GRPOConfig's)."""
-    out: dict[str, tuple[str, Any]] = {}
-    hints = typing.get_type_hints(cls)
-    helps = field_help(cls)
-    for f in dataclasses.fields(cls):
-        if defaults is not None:
-            default = getattr(defaults, f.name)
-        elif f.default is not dataclasses.MISSING:
-            default = f.default
-        else:
-            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
-        if is_config_class(hints[f.name]):
-            out.update(config_flags(hints[f.name], f"{prefix}{f.name}.", default))
-        else:
-            out[prefix + f.name] = (helps.get(f.name, ""), default)
-    return out
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _add_flags(parser: argparse.ArgumentParser, flags: dict[str, tuple[str, Any]]) -> None:
-    for name, (meaning, default) in flags.items():
-        parser.add_argument(_flag(name), dest=name, default=None, metavar=name.rsplit(".", 1)[-1].upper(),
-                            help=f"{meaning} (default: {default!r})".lstrip())
-
-
 def _overrides(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
@@ -148,12 +110,10 @@ def recipes() -> dict[str, tuple[type, Callable[..., Any]]]:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     """`recipe:` in the YAML file picks the recipe (default corecode); flags override its fields."""
-    path = args.config_file
+    path = train_config_path(args)
     try:
         with open(path) as fh:
             head = yaml.safe_load(fh) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: malformed YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(head, dict):
@@ -167,7 +127,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     own = config_flags(cls)
     foreign = sorted(set(given) - set(own))
     if foreign:
-        raise ConfigError(f"flag {_flag(foreign[0])} is not a field of recipe {recipe!r}")
+        raise ConfigError(f"flag {flag_name(foreign[0])} is not a field of recipe {recipe!r}")
 
     cfg = from_mapping(cls, merge(head, nest(given)), f"{path} + flags")
     check_writable(cfg.out_dir)
@@ -175,15 +135,49 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_flags() -> dict[str, tuple[str, Any]]:
-    """The flags of `coral train`: every recipe's fields; a field several recipes share says so."""
-    flags: dict[str, tuple[str, Any]] = {}
-    owners: dict[str, list[str]] = {}
+def train_config_path(args: argparse.Namespace) -> Path:
+    """`coral train` takes its YAML as --config FILE (like every command) or as its one positional argument;
+    a name that is no file is looked up among the configs shipped with coral (corecode_tiny, ...)."""
+    given = [x for x in (args.config, args.config_file) if x is not None]
+    if len(given) != 1:
+        raise ConfigError("coral train needs one YAML config: --config FILE (or FILE alone)"
+                          if not given else "coral train: give the YAML config once, as --config FILE or FILE")
+    path = Path(given[0])
+    if path.is_file():
+        return path
+    shipped = Path(__file__).parent / "configs"
+    named = shipped / (path.name if path.suffix == ".yaml" else f"{path.name}.yaml")
+    if named.is_file():
+        return named
+    names = sorted(p.stem for p in shipped.glob("*.yaml"))
+    raise ConfigError(f"config file not found: {path} (shipped with coral: {', '.join(names)})")
+
+
+def _train_flags() -> dict[str, Flag]:
+    """The flags of `coral train`: every recipe's fields (a field of several recipes once)."""
+    flags: dict[str, Flag] = {}
+    for cls, _ in recipes().values():
+        for name, flag in config_flags(cls).items():
+            flags.setdefault(name, flag)
+    return flags
+
+
+def _add_train_flags(parser: argparse.ArgumentParser) -> None:
+    """One group of flags per set of recipes that own them ("every recipe", "corecode", "corecode and
+    mars2", ...); a default that differs between recipes is given for each."""
+    owners: dict[str, dict[str, Flag]] = {}  # field -> {recipe: its Flag}
     for recipe, (cls, _) in recipes().items():
-        for name, (meaning, default) in config_flags(cls).items():
-            flags.setdefault(name, (meaning, default))
-            owners.setdefault(name, []).append(f"{recipe}: {default!r}")
-    return {name: (f"{meaning} (default {'; '.join(owners[name])})", None) for name, (meaning, _) in flags.items()}
+        for name, flag in config_flags(cls).items():
+            owners.setdefault(name, {})[recipe] = flag
+    groups: dict[tuple[str, ...], dict[str, Flag]] = {}
+    for name, by_recipe in owners.items():
+        groups.setdefault(tuple(by_recipe), {})[name] = next(iter(by_recipe.values()))
+    for owned_by, flags in sorted(groups.items(), key=lambda kv: (-len(kv[0]), kv[0])):
+        title = ("fields of every recipe" if len(owned_by) == len(recipes()) else
+                 f"fields of recipe{'s' * (len(owned_by) > 1)} {' and '.join(owned_by)}")
+        defaults = {name: "; ".join(f"{r} {plain(f.default)}" for r, f in owners[name].items())
+                    for name in flags if len({plain(f.default) for f in owners[name].values()}) > 1}
+        add_flags(parser.add_argument_group(title), flags, defaults)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -212,22 +206,33 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.Namespace], int]]] = {
 }
 
 
+ABOUT = {  # each command in a line, for `coral --help`
+    "eval": "evaluate a workflow (single, chain, recursive, text-mas) on a benchmark: pass@k, tokens, time",
+    "demo": "SFT + CoRe-Code GRPO on tiny models; held-out pass@1 before and after",
+    "train": "train a recipe from a YAML config (recipe: corecode, mars2 or recursivemas)",
+    "search": "grow MARS2 search trees over a benchmark; writes trees.html",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole CLI. Pure: building it again gives the same parser. A subcommand whose module fails to
     import raises (a broken install must not hide a command)."""
-    parser = argparse.ArgumentParser(prog="coral", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="coral", description=coral.__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"coral {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, cls_name, _) in COMMANDS.items():
         cls = getattr(importlib.import_module(module), cls_name)
-        p = sub.add_parser(name, help=f"{name} (config: {cls_name})")
+        positional = " [CONFIG]" if name == "train" else ""
+        p = sub.add_parser(name, help=ABOUT.get(name), description=ABOUT.get(name),
+                           usage=f"coral {name} [--config FILE]{positional} [--FIELD VALUE ...] (--help: every field)")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        p.add_argument("--config", default=None, metavar="FILE", help="YAML config file; flags override it")
         if name == "train":
-            p.add_argument("config_file", metavar="CONFIG",
-                           help="YAML config file (recipe: corecode | mars2 | recursivemas)")
-            _add_flags(p, _train_flags())
+            p.add_argument("config_file", metavar="CONFIG", nargs="?", default=None,
+                           help="the YAML config as a positional argument (same as --config)")
+            _add_train_flags(p)
             continue
-        p.add_argument("--config", default=None, help="YAML config file; flags override it")
-        _add_flags(p, config_flags(cls))
+        add_flags(p, config_flags(cls))
 
     add_research_commands(sub)  # reproduce, judge: each sets args.handler
     for name in ("eval", "search", "reproduce", "judge"):  # the commands that may call a server
@@ -238,8 +243,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The parsed command line; a flag no command knows ends with the command's usage and a suggestion
+    (argparse alone would print coral's top-level usage, as if the command were wrong)."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        command = next(a for a in parser._actions if a.dest == "command").choices[args.command]
+        command.error(did_you_mean(command, unknown))
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     # coral's warnings (a degraded sandbox, samples that do not parse) on stderr, marked as such
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:

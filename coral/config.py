@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import functools
 import inspect
 import io
@@ -121,7 +122,9 @@ def from_mapping(cls: type[C], data: Mapping[str, Any], source: str = "config", 
         raise ConfigError(f"{source}: field {prefix + renamed[0]!r} was renamed: use "
                           f"{cls.RENAMED_FIELDS[renamed[0]]} (a nested section in YAML, a dotted flag)")
     if unknown:
-        raise ConfigError(f"{source}: unknown field {prefix + unknown[0]!r}; known fields: {sorted(fields)}")
+        close = difflib.get_close_matches(unknown[0], list(fields), n=1, cutoff=0.6)
+        hint = f"did you mean {prefix + close[0]!r}?" if close else f"known fields: {', '.join(sorted(fields))}"
+        raise ConfigError(f"{source}: unknown field {prefix + unknown[0]!r}; {hint}")
     kwargs = {}
     for name, value in data.items():
         hint, where = hints[name], f"{source}: field {prefix + name!r}"
