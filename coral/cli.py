@@ -214,13 +214,18 @@ ABOUT = {  # each command in a line, for `coral --help`
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole CLI. Pure: building it again gives the same parser. A subcommand whose module fails to
-    import raises (a broken install must not hide a command)."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI, or with `only` the flags of that command alone (the others listed by name: their
+    configs import torch, seconds that `coral eval --limit -1` or `coral --version` need not wait). Pure:
+    building it again gives the same parser. A subcommand whose module fails to import raises (a broken
+    install must not hide a command)."""
     parser = argparse.ArgumentParser(prog="coral", description=coral.__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"coral {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, cls_name, _) in COMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=ABOUT.get(name))
+            continue
         cls = getattr(importlib.import_module(module), cls_name)
         positional = " [CONFIG]" if name == "train" else ""
         p = sub.add_parser(name, help=ABOUT.get(name), description=ABOUT.get(name),
@@ -246,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The parsed command line; a flag no command knows ends with the command's usage and a suggestion
     (argparse alone would print coral's top-level usage, as if the command were wrong)."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=next((a for a in argv if not a.startswith("-")), ""))
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         command = next(a for a in parser._actions if a.dest == "command").choices[args.command]

@@ -138,3 +138,16 @@ def test_the_eval_table_keeps_every_header_whole_at_80_columns(monkeypatch, caps
     monkeypatch.setenv("COLUMNS", "200")
     print_summary({"tasks": 5.0, "pass@1": 0.6}, EvalConfig())
     assert any("tasks" in line and "pass@1" in line for line in capsys.readouterr().out.splitlines())  # columns
+
+
+def test_version_and_a_bad_eval_value_answer_without_importing_torch():
+    """Building every command's flags imports the recipes, and torch with them: 8.5 s at load 9."""
+    import subprocess
+    import sys
+
+    script = ("import sys\nfrom coral.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+              "print('torch' in sys.modules)")
+    for argv in (["--version"], ["eval", "--limit", "-1", "--no-progress"]):
+        done = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=120,
+                              env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+        assert done.stdout.strip().splitlines()[-1] == "False", (argv, done.stdout, done.stderr)
