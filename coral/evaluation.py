@@ -226,10 +226,11 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
               f"{len(todo)} to run")
     records = list(kept)
     start = time.perf_counter()
+    if todo:  # before the progress bar: a model that cannot load says so alone
+        agents = agents or build_agents(cfg, sorted({s for t in todo for s in t.completion_stop}))
     with start_samples(out_dir, identity, kept) as writer, _progress(progress, len(tasks), cfg) as bar:
         bar(len(done), sum(r["passed"] for r in records) / max(len(records), 1))
         if todo:
-            agents = agents or build_agents(cfg, sorted({s for t in todo for s in t.completion_stop}))
             _evaluate(cfg, todo, agents, sandbox, step, writer, bar, records)
     summary = summarize_samples(records, cfg.ks)
     summary["wall_s"] = time.perf_counter() - start
