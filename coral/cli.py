@@ -71,8 +71,11 @@ def check_writable(folder: str | Path) -> None:
     line, before any work, not after it."""
     path = Path(folder)
     path.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path, prefix=".coral-write-check-"):
-        pass
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".coral-write-check-"):
+            pass
+    except OSError as exc:  # named by the folder, not by the probe's random name
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
 
 
 def _overrides(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:

@@ -129,3 +129,16 @@ def test_an_os_error_of_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
     monkeypatch.setattr(coral.corecode.recipe, "run_demo", bug)
     with pytest.raises(OSError, match="Bad file descriptor"):
         main(["demo", "--out-dir", str(tmp_path)])
+
+
+def test_a_read_only_existing_folder_is_named_not_the_probe_file(tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    def read_only(*args, dir=None, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", f"{dir}/.coral-write-check-abc123")
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", read_only)
+    paper = Path(__file__).resolve().parents[2] / "coral/hiras/fixtures/ncs_paper.md"
+    assert main(["judge", str(tmp_path), "--paper", str(paper), "--protocol", "ref-free", "--model", "tiny",
+                 "--out", str(tmp_path / "j.json")]) == 2
+    assert _one_line(capsys) == f"coral judge: error: {tmp_path}: Read-only file system"
