@@ -72,9 +72,10 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
             for step, count in plan.items():
                 print(f"sft {name}: {count} threads from step {step} on (planned from the steps' estimated costs)")
     queue = ctx.Queue()  # handed over at each worker's start: no manager process to outlive us
-    stop = ctx.Event()
+    stop = workdir / STOP_FILE
+    stop.unlink(missing_ok=True)
     with ProcessPoolExecutor(processes, mp_context=ctx, initializer=_worker_start,
-                             initargs=(os.getpid(), queue, stop)) as pool:
+                             initargs=(os.getpid(), queue)) as pool:
         futures = {name: pool.submit(_sft_worker, name, str(workdir), list(examples), cfg, threads,
                                      schedule[name], checkpoints.get(name))
                    for name, (_, examples, cfg) in jobs.items()}
@@ -123,16 +124,19 @@ def _show_progress(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
 
 
 STOP_WAIT_S = 10.0  # after Ctrl-C, how long trainers get to notice before they are terminated
+# in the workdir, made on Ctrl-C: each trainer looks for it every step (a file, not a multiprocessing Event,
+# whose semaphores the spawn context's resource tracker reported leaked)
+STOP_FILE = "stop"
 
 
 class _Stopped(Exception):
     """Raised in a trainer that the parent told to stop."""
 
 
-def _stop_workers(pool: ProcessPoolExecutor, futures: dict[str, Any], stop: Any) -> None:
+def _stop_workers(pool: ProcessPoolExecutor, futures: dict[str, Any], stop: Path) -> None:
     """Every trainer stops at its next step (its checkpoint keeps the last saved one), jobs not yet started
     never start, and a worker still busy after STOP_WAIT_S is terminated."""
-    stop.set()
+    stop.touch()
     for future in futures.values():
         future.cancel()
     concurrent.futures.wait(list(futures.values()), timeout=STOP_WAIT_S)
@@ -229,16 +233,15 @@ def _advance(costs: Sequence[float], done: float, work: float) -> float:
 
 
 _PROGRESS: Any = None  # in a worker: the queue its (name, loss, steps) messages go to
-_STOP: Any = None  # in a worker: the parent's event telling it to stop
 
 
-def _worker_start(parent: int, queue: Any, stop: Any) -> None:
+def _worker_start(parent: int, queue: Any) -> None:
     """A worker's first act: die with the process that started it, so that a killed experiment leaves no
     trainer behind holding the CPUs (Linux; elsewhere a worker notices only when its pipe breaks), and leave
-    Ctrl-C to the parent, which stops the workers through `stop` (a worker interrupted by the terminal's
+    Ctrl-C to the parent, which stops the workers through STOP_FILE (a worker interrupted by the terminal's
     SIGINT would only go on to the next queued job)."""
-    global _PROGRESS, _STOP
-    _PROGRESS, _STOP = queue, stop
+    global _PROGRESS
+    _PROGRESS = queue
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The signal follows the parent *thread* that started this worker: ProcessPoolExecutor (spawn, no
     # max_tasks_per_child) starts its workers in the thread that calls submit, which waits in train_sft_many
@@ -256,14 +259,15 @@ def _sft_worker(name: str, workdir: str, examples: list[SFTExample], cfg: SFTCon
                 schedule: dict[int, int], checkpoint: Path | None = None) -> list[float]:
     """One trainer; `schedule` ({step: threads from then on}, `thread_schedule`) sets its thread count."""
     queue = _PROGRESS
-    if _STOP.is_set():  # a job queued before Ctrl-C
+    stop = Path(workdir) / STOP_FILE
+    if stop.exists():  # a job queued before Ctrl-C
         raise _Stopped(name)
 
     torch.set_num_threads(schedule.get(0, threads))
     policy = HFPolicy.load(Path(workdir) / "init" / name)
 
     def log(metrics: dict[str, float]) -> None:
-        if _STOP.is_set():
+        if stop.exists():
             raise _Stopped(name)
         if "sft/resumed_at" in metrics:  # the steps a checkpoint already holds
             start = int(metrics["sft/resumed_at"])
