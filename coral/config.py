@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import functools
 import inspect
 import io
@@ -21,7 +22,7 @@ import textwrap
 import tokenize
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -92,6 +93,15 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     return value
 
 
+def check_at_least(cfg: Any, low: float, names: Sequence[str], *, above: bool = False) -> None:
+    """For a config's `__post_init__`: ValueError naming the first field of `names` below `low` (with
+    `above`: at or below it). None passes: it means "not set" (e.g. `limit: None`, all tasks)."""
+    for name in names:
+        value = getattr(cfg, name)
+        if value is not None and (value <= low if above else value < low):
+            raise ValueError(f"field {name!r} must be {'>' if above else '>='} {low:g}, got {value!r}")
+
+
 def is_config_class(hint: Any) -> bool:
     """A nested config: a dataclass type (its fields become `name.field` flags)."""
     return isinstance(hint, type) and dataclasses.is_dataclass(hint)
@@ -112,7 +122,9 @@ def from_mapping(cls: type[C], data: Mapping[str, Any], source: str = "config", 
         raise ConfigError(f"{source}: field {prefix + renamed[0]!r} was renamed: use "
                           f"{cls.RENAMED_FIELDS[renamed[0]]} (a nested section in YAML, a dotted flag)")
     if unknown:
-        raise ConfigError(f"{source}: unknown field {prefix + unknown[0]!r}; known fields: {sorted(fields)}")
+        close = difflib.get_close_matches(unknown[0], list(fields), n=1, cutoff=0.6)
+        hint = f"did you mean {prefix + close[0]!r}?" if close else f"known fields: {', '.join(sorted(fields))}"
+        raise ConfigError(f"{source}: unknown field {prefix + unknown[0]!r}; {hint}")
     kwargs = {}
     for name, value in data.items():
         hint, where = hints[name], f"{source}: field {prefix + name!r}"

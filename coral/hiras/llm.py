@@ -10,12 +10,12 @@ This module does NOT retry failed calls (policies do).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from coral.jsonl import append_jsonl
 from coral.policy.base import GenerationRequest, Message, Policy, SamplingParams
 from coral.seeding import sampling_seed
 
@@ -82,8 +82,7 @@ class Ledger:
         if self.log_dir is not None:
             record = {"agent": agent, "messages": list(messages), "reply": completion.text,
                       "usage": asdict(used), "wall_s": used.wall_s}
-            with open(self.log_dir / f"{agent}.jsonl", "a") as fh:
-                fh.write(json.dumps(record) + "\n")
+            append_jsonl(self.log_dir / f"{agent}.jsonl", record)  # a whole line or none
         return completion.text, used
 
     def totals(self) -> dict[str, dict]:

@@ -103,11 +103,14 @@ class MARS2Config:
         if not 1 <= self.agents <= len(AGENT_SHAPES):
             raise ValueError(f"field 'agents' must be in 1..{len(AGENT_SHAPES)}, got {self.agents}")
         for name in ("n_train_tasks", "n_test_tasks", "tasks_per_step", "max_nodes_per_tree", "max_new_tokens",
-                     "checkpoint_every_steps"):
+                     "checkpoint_every_steps", "min_depth", "sandbox_workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
-        if self.rl_steps < 0:
-            raise ValueError(f"field 'rl_steps' must be >= 0, got {self.rl_steps}")
+        for name in ("rl_steps", "refine_examples", "gamma", "seed"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"field {name!r} must be >= 0, got {getattr(self, name)}")
+        if self.max_depth < self.min_depth:
+            raise ValueError(f"field 'max_depth' must be >= min_depth={self.min_depth}, got {self.max_depth}")
         if self.advantage_group not in ("tree", "tree_agent"):
             raise ValueError(f"field 'advantage_group' must be 'tree' or 'tree_agent', got {self.advantage_group!r}")
         if self.sft_processes is not None and self.sft_processes < 1:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from coral.agents import make_agent
 from coral.benchmarks import load_benchmark
-from coral.config import UserInputError
+from coral.config import UserInputError, check_at_least
 from coral.mars2.tree import Tree, TreeConfig, search, tree_metrics
 from coral.mars2.viewer import write_tree_html
 from coral.policy import load_policy
@@ -55,8 +55,9 @@ class SearchConfig:
         check_dtype(self.dtype)
         if not self.models:
             raise ValueError("field 'models' needs at least one model spec")
-        if self.max_nodes < 1:
-            raise ValueError(f"field 'max_nodes' must be >= 1, got {self.max_nodes}")
+        check_at_least(self, 1, ("max_nodes", "limit", "max_new_tokens", "sandbox_workers"))
+        check_at_least(self, 0, ("seed", "temperature"))
+        check_at_least(self, 0, ("timeout_s",), above=True)
 
 
 # fields that do not change the trees: a search may resume under other values

@@ -6,6 +6,7 @@
     "tiny:<dir>" or "<dir>"         a saved HF model + tokenizer directory (HFPolicy.save / save_pretrained)
     "<org>/<name>"                  a hub model via from_pretrained (fails clearly when offline)
     "openai:<base_url>[#model]"     an OpenAI-compatible server, e.g. "openai:http://127.0.0.1:8000/v1#qwen"
+                                    (API key: the api_key argument, else $OPENAI_API_KEY)
     "scripted:<file.json>"          a ScriptedPolicy replying with a JSON list of strings, in order, cycled, or
                                     with an object {text: reply} (the reply of the longest key in the prompt)
     "vllm:<dir or hub name>"        an in-process vLLM engine (optional extra)
@@ -21,6 +22,8 @@ conversions are cached on disk by gguf.py, the policies built from them are not)
 
 from __future__ import annotations
 
+import difflib
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +49,31 @@ def load_policy(spec: str, dtype: str | None = None, **kwargs: Any) -> Policy:
     kind, sep, rest = spec.partition(":")
     if sep and kind in LOADERS:
         return LOADERS[kind](rest, **kwargs)
+    if sep and "/" not in kind:  # hub names hold no ':'; 'openia:URL' is a typo
+        raise UserInputError(f"model {spec!r}: unknown kind {kind + ':'!r}{_did_you_mean(kind, LOADERS, ':')}; "
+                             f"kinds: {', '.join(k + ':' for k in LOADERS)}")
     path = Path(spec).expanduser()
     if path.is_dir():
         return _load_dir(spec, **kwargs)
     if path.exists() or spec.startswith(("/", "./", "../", "~")):
         raise FileNotFoundError(f"policy {spec!r}: not a model directory")
     return _load_hub(spec, **kwargs)
+
+
+def files_stamp(spec: str) -> str | None:
+    """A stamp of the local files `spec` names (a model directory, tiny:DIR, gguf:FILE, scripted:FILE): a hash
+    of their paths, sizes and modification times, which changes when a model is trained again into the same
+    directory. None for specs of no local files (tiny, smollm2, a hub name, a server)."""
+    kind, sep, rest = spec.partition(":")
+    target = Path(rest.split("#")[0] if sep and kind in LOADERS else spec).expanduser()
+    if not target.exists():
+        return None
+    files = sorted(p for p in ([target] if target.is_file() else target.rglob("*")) if p.is_file())
+    digest = hashlib.sha256()
+    for p in files:
+        stat = p.stat()
+        digest.update(f"{p.relative_to(target) if p != target else p.name}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def _load_dir(directory: str, **kwargs: Any) -> Policy:
@@ -66,8 +88,30 @@ def _load_dir(directory: str, **kwargs: Any) -> Policy:
 
 
 def _load_hub(name: str, **kwargs: Any) -> Policy:
+    """A hub model: asked of the hub once first, so that an unknown name or an unreachable hub fails in a
+    second with one line (transformers would retry each file for about a minute, a warning per try); offline,
+    a model in the local hub cache loads from it."""
+    import huggingface_hub  # lazy: only hub names need it
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
     from coral.policy.hf import HFPolicy
 
+    if Path(name).expanduser().is_dir():  # a snapshot already on disk
+        return HFPolicy.load(name, **kwargs)
+    aliases = _did_you_mean(name, ("tiny", "smollm2"), "")
+    try:
+        huggingface_hub.model_info(name, timeout=HUB_TIMEOUT_S)
+    except (RepositoryNotFoundError, GatedRepoError) as error:
+        raise UserInputError(f"model {name!r}: not a local directory, and the Hugging Face hub has no model "
+                             f"of that name you may read{aliases} ({type(error).__name__})") from None
+    except Exception as error:  # no network, DNS, proxy, timeout: whatever it is, the cache may still serve
+        try:
+            local = huggingface_hub.snapshot_download(name, local_files_only=True)
+        except Exception:
+            reason = " ".join(str(error).split())[:120]
+            raise UserInputError(f"model {name!r}: not a local directory, not in the Hugging Face cache, and the "
+                                 f"hub cannot be reached ({reason}){aliases}") from None
+        return HFPolicy.load(local, **{"name": name} | kwargs)
     try:
         return HFPolicy.load(name, **kwargs)
     except OSError as error:
@@ -75,6 +119,14 @@ def _load_hub(name: str, **kwargs: Any) -> Policy:
         raise UserInputError(
             f"cannot load model {name!r}: not a local directory and not available from the Hugging Face hub ({reason})"
         ) from error
+
+
+HUB_TIMEOUT_S = 10.0  # the one question asked of the hub before loading a model from it
+
+
+def _did_you_mean(word: str, choices: Any, suffix: str) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0] + suffix!r}?)" if close else ""
 
 
 def _load_openai(target: str, **kwargs: Any) -> Policy:

@@ -3,7 +3,12 @@
 Requests go out concurrently through the `openai` async client, at most `max_concurrency` at a time
 per event loop. A request that fails with a connection error, a timeout (`timeout_s` per attempt),
 HTTP 429 or HTTP 5xx is retried up to `max_retries` times, waiting backoff_s * 2**attempt between
-attempts; other HTTP errors fail at once. Failures raise one-line errors that name the server URL.
+attempts, or as long as the server's Retry-After asks (up to RETRY_AFTER_MAX_S); other HTTP errors fail
+at once. Failures raise one-line errors that name the server URL: a rejected request (a wrong key or model
+name) is a UserInputError, an unreachable or failing server a ConnectionError or TimeoutError.
+The API key is `api_key`, else $OPENAI_API_KEY, else "EMPTY" (local servers ask for none).
+(The openai SDK's own retries would honour Retry-After too, but count no retries and raise its own
+multi-line errors: the loop here is kept.)
 `usage` accumulates prompt/completion tokens, requests and retries over the policy's life.
 
 Endpoints: "chat" (/chat/completions, the server applies its chat template) or "completions"
@@ -19,15 +24,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import openai
 
+from coral.config import UserInputError
 from coral.policy.base import Completion, GenerationRequest, Message
 
 RETRYABLE = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+RETRY_AFTER_MAX_S = 60.0  # a server asking for a longer wait is treated as failing
+KEY_HINT = "the API key comes from $OPENAI_API_KEY, or from the variable that --api-key-env names"
 
 
 def render_chatml(messages: Sequence[Message]) -> str:
@@ -49,7 +58,7 @@ class OpenAIPolicy:
         self,
         base_url: str,
         model: str | None = None,
-        api_key: str = "EMPTY",
+        api_key: str | None = None,
         endpoint: str = "chat",
         max_concurrency: int = 8,
         timeout_s: float = 120.0,
@@ -68,7 +77,7 @@ class OpenAIPolicy:
             )
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.api_key = api_key
+        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         self.endpoint = endpoint
         self.max_concurrency = max_concurrency
         self.timeout_s = timeout_s
@@ -124,10 +133,10 @@ class OpenAIPolicy:
 
     async def _first_model(self, client: openai.AsyncOpenAI) -> str:
         models = await client.models.list()
-        if not models.data:
-            raise RuntimeError(
-                f"the server at {self.base_url} lists no models; pass a model name (url#model)"
-            )
+        if len(models.data) != 1:  # a hosted endpoint lists many: which one is not ours to guess
+            names = ", ".join(m.id for m in models.data[:5]) + (", ..." if len(models.data) > 5 else "")
+            raise UserInputError(f"the server at {self.base_url} lists {len(models.data)} models ({names}); "
+                                 f"name one: openai:{self.base_url}#MODEL")
         return models.data[0].id
 
     async def _complete(
@@ -183,14 +192,16 @@ class OpenAIPolicy:
             try:
                 return await call()
             except RETRYABLE as error:
-                if attempt + 1 == attempts:
-                    raise self._final_error(error, attempts) from error
+                wait_s = max(self.backoff_s * 2**attempt, _retry_after_s(error))
+                if attempt + 1 == attempts or wait_s > RETRY_AFTER_MAX_S:
+                    raise self._final_error(error, attempt + 1) from error
                 self.usage["retries"] += 1
-                await asyncio.sleep(self.backoff_s * 2**attempt)
+                await asyncio.sleep(wait_s)
             except openai.APIStatusError as error:
-                raise RuntimeError(
+                hint = f" ({KEY_HINT})" if error.status_code in (401, 403) else ""
+                raise UserInputError(
                     f"the server at {self.base_url} rejected the request with HTTP {error.status_code}: "
-                    f"{_one_line(error.message)}"
+                    f"{_one_line(error.message)}{hint}"
                 ) from error
         raise AssertionError("unreachable")
 
@@ -204,7 +215,16 @@ class OpenAIPolicy:
             return ConnectionError(f"cannot reach the OpenAI-compatible server at {self.base_url} ({tries})")
         status = getattr(error, "status_code", "?")
         message = _one_line(getattr(error, "message", str(error)))
-        return RuntimeError(f"the server at {self.base_url} answered HTTP {status} ({tries}): {message}")
+        return ConnectionError(f"the server at {self.base_url} answered HTTP {status} ({tries}): {message}")
+
+
+def _retry_after_s(error: Exception) -> float:
+    """The wait a 429 or 503 asks for in its Retry-After header (seconds), else 0."""
+    response = getattr(error, "response", None)
+    try:
+        return float(response.headers.get("retry-after", 0)) if response is not None else 0.0
+    except ValueError:  # an HTTP date: rare from these servers, the usual backoff applies
+        return 0.0
 
 
 def _completion(text: str, logprobs: list[float], finish_reason: str | None, usage: Any) -> Completion:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from coral.config import UserInputError
+from coral.config import UserInputError, check_at_least
 from coral.policy.base import DTYPE_HELP, check_dtype
 from coral.recursivemas.links import LINK_INITS
 from coral.recursivemas.patterns import get_pattern
@@ -24,8 +24,9 @@ class ColdStartConfig:
     batch_size: int = 16  # examples per cold-start optimiser step
 
     def __post_init__(self) -> None:
-        if self.epochs < 0 or self.lr <= 0 or self.batch_size < 1:
-            raise ValueError(f"field 'sft': needs epochs >= 0, lr > 0, batch_size >= 1; got {self}")
+        check_at_least(self, 0, ("epochs",))
+        check_at_least(self, 0, ("lr",), above=True)
+        check_at_least(self, 1, ("batch_size",))
 
 
 @dataclass(frozen=True)
@@ -113,10 +114,10 @@ class RecursiveMASConfig:
 
     def __post_init__(self) -> None:
         for name in ("rounds", "latent_steps", "n_train_tasks", "batch_size", "n_layers", "max_new_tokens",
-                     "checkpoint_every_steps"):
+                     "checkpoint_every_steps", "max_depth", "vocab_size", "max_len_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
-        for name in ("n_test_tasks", "eval_every_steps"):
+        for name in ("n_test_tasks", "eval_every_steps", "seed"):
             if getattr(self, name) < 0:
                 raise ValueError(f"field {name!r} must be >= 0, got {getattr(self, name)}")
         if not self.agent_widths or any(w < 4 or w % 4 for w in self.agent_widths):

@@ -23,6 +23,7 @@ from coral.benchmarks import load_benchmark
 from coral.benchmarks.metrics import paired_change
 from coral.config import UserInputError, from_mapping
 from coral.evaluation import EvalConfig
+from coral.jsonl import JsonlWriter
 from coral.recursivemas.agents import (
     build_agents,
     build_records,
@@ -38,6 +39,7 @@ from coral.recursivemas.system import RecursiveMAS
 from coral.recursivemas.tools import SandboxTool
 from coral.recursivemas.train import TrainState, load_links, new_state, restore, train_links
 from coral.report.recipes import finish, recursivemas_report
+from coral.samples import answer_record
 from coral.sandbox import Sandbox
 from coral.scale import ScaleOut
 from coral.terminal import Bar
@@ -162,8 +164,9 @@ def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = N
                   limit: int | None = None) -> dict[str, float]:
     """`coral eval --workflow recursive | text-mas | single` on a trained run's agents, batch by batch
     (cfg.batch_size records, each batch timed on its own): writes one JSON line per sample to
-    `samples_path` (default out_dir/eval_WORKFLOW_R{rounds}.jsonl: answer, correct, decoded tokens, and
-    wall_s = its batch's wall time / the batch's size) and returns accuracy, decoded tokens and wall time per
+    `samples_path` (default out_dir/eval_WORKFLOW_R{rounds}.jsonl; coral eval's sample schema, answer_record:
+    the answer as code and text, passed, decoded tokens, and metrics rounds and wall_s = its batch's wall
+    time / the batch's size) and returns accuracy, decoded tokens and wall time per
     sample. `bench` (e.g. "humaneval", first `limit` tasks) evaluates on that benchmark's tasks instead of
     the run's records `split`."""
     rounds = rounds or cfg.rounds
@@ -178,17 +181,15 @@ def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = N
     correct: list[bool] = []
     tokens: list[int] = []
     wall_s = 0.0
-    with Sandbox(workers=2) as sandbox, path.open("w") as fh:
+    with Sandbox(workers=2) as sandbox, JsonlWriter(path, truncate=True) as fh:
         tool = SandboxTool(sandbox, [*train, *test]) if cfg.pattern == "deliberation" else None
         system = load_trained(cfg, tool)
         for lo in range(0, len(records), cfg.batch_size):
             batch = records[lo : lo + cfg.batch_size]
             res = evaluate(workflow, system, batch, rounds, sandbox, cfg.max_new_tokens, cfg.batch_size)
             for rec, ans, ok, n in zip(batch, res.answers, res.correct, res.tokens, strict=True):
-                fh.write(json.dumps({"id": rec.id, "workflow": workflow, "rounds": rounds, "answer": ans,
-                                     "correct": ok, "decoded_tokens": n, "wall_s": res.wall_s / len(batch),
-                                     "batch_wall_s": res.wall_s}) + "\n")
-            fh.flush()
+                fh.write(answer_record(rec.id, workflow, ans, ok, n, {
+                    "rounds": rounds, "wall_s": res.wall_s / len(batch), "batch_wall_s": res.wall_s}))
             correct += res.correct
             tokens += res.tokens
             wall_s += res.wall_s
@@ -211,7 +212,7 @@ def eval_run(run_dir: str | Path, workflow: str, rounds: int | None = None, spli
 
 def run_latent_eval(cfg: EvalConfig) -> dict[str, float]:
     """`--workflow recursive | text-mas`: coral.recursivemas's evaluation of a trained RecursiveMAS run;
-    writes `<out_dir>/samples.jsonl` (answer, correct, decoded tokens, wall time per sample) and
+    writes `<out_dir>/samples.jsonl` (coral eval's sample schema: answer, passed, decoded tokens, wall time) and
     `<out_dir>/summary.json`."""
     if cfg.latent_run_dir is None:
         raise UserInputError(f"workflow {cfg.workflow!r} needs field 'latent_run_dir' (a run of `coral train` "

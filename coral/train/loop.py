@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from coral.config import UserInputError
+from coral.jsonl import append_jsonl, write_atomic
 from coral.train.checkpoints import TrainedAgent, latest_checkpoint, load_checkpoint, save_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -59,14 +60,13 @@ class MetricsLog:
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         self.path = out_dir / "metrics.jsonl"
-        self.path.write_text("".join(json.dumps(m) + "\n" for m in history))
+        write_atomic(self.path, "".join(json.dumps(m) + "\n" for m in history))
         self.history: list[dict[str, float]] = list(history)
         self.tb = tensorboard_writer(out_dir)
 
     def __call__(self, metrics: dict[str, float]) -> None:
         self.history.append(metrics)
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(metrics) + "\n")
+        append_jsonl(self.path, metrics)  # a whole line or none, on a full disk too
         if self.tb is not None:
             for key, value in metrics.items():
                 if key != "step":
@@ -152,7 +152,7 @@ class Run:
             check_resumable_config(self.out / "config.json", config, may_change)
         if config is not None:
             data = asdict(config) if is_dataclass(config) else dict(config)
-            (self.out / "config.json").write_text(json.dumps(data, indent=2))
+            write_atomic(self.out / "config.json", json.dumps(data, indent=2))
 
     def latest(self) -> Path | None:
         return latest_checkpoint(self.ckpt_root)

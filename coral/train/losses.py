@@ -60,7 +60,9 @@ class LossConfig:
             raise ValueError(f"LossConfig.beta_kl must be >= 0, got {self.beta_kl}")
         if self.tis_cap is not None and self.tis_cap <= 0:
             raise ValueError(f"LossConfig.tis_cap must be > 0 or None, got {self.tis_cap}")
-        if self.norm == "constant" and (self.max_tokens is None or self.max_tokens <= 0):
+        if self.max_tokens is not None and self.max_tokens <= 0:
+            raise ValueError(f"LossConfig.max_tokens must be > 0 or None, got {self.max_tokens}")
+        if self.norm == "constant" and self.max_tokens is None:
             raise ValueError(f"LossConfig.max_tokens must be > 0 when norm='constant', got {self.max_tokens}")
 
 

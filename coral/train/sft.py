@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from coral.benchmarks.records import parse_jsonl
+from coral.config import check_at_least
 from coral.policy.base import Message, user
 from coral.terminal import Bar
 
@@ -51,10 +52,11 @@ class SFTConfig:
     bf16: bool = False
 
     def __post_init__(self) -> None:
-        if self.epochs <= 0 or self.batch_size < 1 or self.lr <= 0:
-            raise ValueError(f"SFTConfig needs epochs > 0, batch_size >= 1, lr > 0; got {self}")
+        check_at_least(self, 0, ("epochs", "lr", "max_grad_norm"), above=True)
+        check_at_least(self, 1, ("batch_size",))
         if self.length_window < 1:
             raise ValueError(f"SFTConfig field 'length_window' must be >= 1, got {self.length_window}")
+        check_at_least(self, 0, ("weight_decay", "warmup_steps", "seed"))
 
 
 def code_block(code: str) -> str:

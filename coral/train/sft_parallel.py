@@ -6,6 +6,7 @@ This module does NOT define the SFT step or its data (train/sft.py).
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import math
 import multiprocessing
@@ -44,7 +45,9 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
     a run's weights do not depend on timing. The policies travel through
     `workdir` (written with `save`, read back into the same policy objects). A failing trainer raises
     with its name; nothing is half-loaded. `checkpoints` maps a policy's name to its `train_sft`
-    checkpoint file (resumed when present).
+    checkpoint file (resumed when present). Ctrl-C stops every trainer within a step (queued ones never
+    start; one still busy after STOP_WAIT_S is terminated) and raises KeyboardInterrupt: each policy's
+    checkpoint holds its last saved step, from which the next call resumes.
     """
     names = list(jobs)
     checkpoints = checkpoints or {}
@@ -69,12 +72,18 @@ def train_sft_many(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
             for step, count in plan.items():
                 print(f"sft {name}: {count} threads from step {step} on (planned from the steps' estimated costs)")
     queue = ctx.Queue()  # handed over at each worker's start: no manager process to outlive us
+    stop = workdir / STOP_FILE
+    stop.unlink(missing_ok=True)
     with ProcessPoolExecutor(processes, mp_context=ctx, initializer=_worker_start,
                              initargs=(os.getpid(), queue)) as pool:
         futures = {name: pool.submit(_sft_worker, name, str(workdir), list(examples), cfg, threads,
                                      schedule[name], checkpoints.get(name))
                    for name, (_, examples, cfg) in jobs.items()}
-        _show_progress(jobs, futures, queue, progress)
+        try:
+            _show_progress(jobs, futures, queue, progress)
+        except BaseException:  # Ctrl-C: leaving the pool would wait for every running and queued job
+            _stop_workers(pool, futures, stop)
+            raise
         losses = {}
         for name in names:
             try:
@@ -112,6 +121,32 @@ def _show_progress(jobs: dict[str, tuple[Any, Sequence[SFTExample], SFTConfig]],
                 pending.discard(name)
     finally:
         bars.close()
+
+
+STOP_WAIT_S = 10.0  # after Ctrl-C, how long trainers get to notice before they are terminated
+# in the workdir, made on Ctrl-C: each trainer looks for it every step (a file, not a multiprocessing Event,
+# whose semaphores the spawn context's resource tracker reported leaked)
+STOP_FILE = "stop"
+
+
+class _Stopped(Exception):
+    """Raised in a trainer that the parent told to stop."""
+
+
+def _stop_workers(pool: ProcessPoolExecutor, futures: dict[str, Any], stop: Path) -> None:
+    """Every trainer stops at its next step (its checkpoint keeps the last saved one), jobs not yet started
+    never start, and a worker still busy after STOP_WAIT_S is terminated."""
+    stop.touch()
+    for future in futures.values():
+        future.cancel()
+    concurrent.futures.wait(list(futures.values()), timeout=STOP_WAIT_S)
+    terminate = getattr(pool, "terminate_workers", None)  # Python >= 3.14
+    if terminate is not None:
+        terminate()
+    else:  # the pool's own processes: no public handle before 3.14
+        for process in list(getattr(pool, "_processes", {}).values()):
+            process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 # attention's cost per token and layer, in units of hidden_size x context length, relative to a parameter's 2:
@@ -202,9 +237,12 @@ _PROGRESS: Any = None  # in a worker: the queue its (name, loss, steps) messages
 
 def _worker_start(parent: int, queue: Any) -> None:
     """A worker's first act: die with the process that started it, so that a killed experiment leaves no
-    trainer behind holding the CPUs (Linux; elsewhere a worker notices only when its pipe breaks)."""
+    trainer behind holding the CPUs (Linux; elsewhere a worker notices only when its pipe breaks), and leave
+    Ctrl-C to the parent, which stops the workers through STOP_FILE (a worker interrupted by the terminal's
+    SIGINT would only go on to the next queued job)."""
     global _PROGRESS
     _PROGRESS = queue
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The signal follows the parent *thread* that started this worker: ProcessPoolExecutor (spawn, no
     # max_tasks_per_child) starts its workers in the thread that calls submit, which waits in train_sft_many
     if sys.platform.startswith("linux"):
@@ -221,11 +259,16 @@ def _sft_worker(name: str, workdir: str, examples: list[SFTExample], cfg: SFTCon
                 schedule: dict[int, int], checkpoint: Path | None = None) -> list[float]:
     """One trainer; `schedule` ({step: threads from then on}, `thread_schedule`) sets its thread count."""
     queue = _PROGRESS
+    stop = Path(workdir) / STOP_FILE
+    if stop.exists():  # a job queued before Ctrl-C
+        raise _Stopped(name)
 
     torch.set_num_threads(schedule.get(0, threads))
     policy = HFPolicy.load(Path(workdir) / "init" / name)
 
     def log(metrics: dict[str, float]) -> None:
+        if stop.exists():
+            raise _Stopped(name)
         if "sft/resumed_at" in metrics:  # the steps a checkpoint already holds
             start = int(metrics["sft/resumed_at"])
             queue.put((name, metrics.get("sft/loss"), start))

@@ -25,7 +25,7 @@ def test_help_documents_the_dtype_and_its_default(command, capsys):
     with pytest.raises(SystemExit):
         main([command, "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "--dtype" in text and "AVX512-BF16 or AMX" in text and "(default: 'auto')" in text
+    assert "--dtype" in text and "AVX512-BF16 or AMX" in text and "(default: auto)" in text
 
 
 def test_eval_builds_its_agents_in_the_given_dtype():

@@ -23,9 +23,10 @@ def tiny():
 class FakeServer:
     """An OpenAI-compatible server on 127.0.0.1 that echoes the last message word by word.
 
-    Knobs: `fail_first` requests answer `fail_status`; every request sleeps `delay_s`; `complete`, when set,
-    is a function of the prompt whose text replaces the echo.
-    Records: total `requests`, `max_active` simultaneous requests, `bodies` and `paths` received."""
+    Knobs: `fail_first` requests answer `fail_status` (with a Retry-After header when `retry_after` is set);
+    every request sleeps `delay_s`; `complete`, when set, is a function of the prompt whose text replaces the
+    echo; `key`, when set, is the only API key accepted (HTTP 401 otherwise); `models` listed on /models.
+    Records: total `requests`, `max_active` simultaneous requests, `bodies`, `paths` and `auth` headers received."""
 
     def __init__(self) -> None:
         self.fail_first = 0
@@ -37,6 +38,10 @@ class FakeServer:
         self.bodies: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.complete: Any = None
+        self.key: str | None = None
+        self.models = ["fake-model"]
+        self.retry_after: str | None = None
+        self.auth: list[str | None] = []
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
@@ -110,18 +115,29 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
         def _send(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
+            if status in (429, 503) and server.retry_after is not None:
+                self.send_header("Retry-After", server.retry_after)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
 
+        def _refused(self) -> bool:
+            server.auth.append(self.headers.get("Authorization"))
+            if server.key is not None and self.headers.get("Authorization") != f"Bearer {server.key}":
+                self._send(401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})
+                return True
+            return False
+
         def do_GET(self) -> None:
+            if self._refused():
+                return
             if self.path.endswith("/models"):
                 self._send(
                     200,
                     {
                         "object": "list",
-                        "data": [{"id": "fake-model", "object": "model", "created": 0, "owned_by": "t"}],
+                        "data": [{"id": m, "object": "model", "created": 0, "owned_by": "t"} for m in server.models],
                     },
                 )
             else:
@@ -129,6 +145,8 @@ def _handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if self._refused():
+                return
             if not self.path.endswith(("/chat/completions", "/completions")):
                 self._send(404, {"error": {"message": "not found"}})
                 return

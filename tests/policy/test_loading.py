@@ -29,8 +29,27 @@ def test_hub_names_load_through_from_pretrained(tiny, tmp_path):
 
 def test_unknown_hub_name_offline_raises_a_clear_error(monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(ValueError, match="cannot load model 'no-such-org/no-such-model'"):
+    with pytest.raises(ValueError, match="model 'no-such-org/no-such-model': not a local directory, not in the"):
         load_policy("no-such-org/no-such-model")
+
+
+def test_an_unknown_model_name_fails_within_seconds_in_one_line_without_hub_retries(caplog):
+    """Offline, transformers retried each file for about a minute, printing 45 warnings; with a hub it
+    answers that there is no such model."""
+    import time
+
+    from coral.config import UserInputError
+
+    start = time.monotonic()
+    with pytest.raises(UserInputError, match="model 'smolm2'.*did you mean 'smollm2'") as caught:
+        load_policy("smolm2")
+    assert time.monotonic() - start < 15 and len(str(caught.value).splitlines()) == 1
+    assert [r for r in caplog.records if r.name.startswith("huggingface_hub")] == []
+
+
+def test_an_unknown_kind_of_model_is_refused_with_a_suggestion():
+    with pytest.raises(ValueError, match="unknown kind 'openia:' \\(did you mean 'openai:'\\?\\)"):
+        load_policy("openia:http://127.0.0.1:8000/v1")
 
 
 def test_missing_model_directory_is_named(tmp_path):

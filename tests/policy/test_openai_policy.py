@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from coral.config import UserInputError
 from coral.policy import GenerationRequest, OpenAIPolicy, SamplingParams, user
 from coral.policy.openai import render_chatml
 
@@ -88,13 +89,13 @@ def test_retries_back_off_exponentially(server):
 
 def test_exhausted_retries_raise_naming_the_url_and_status(server):
     server.fail_first = 10
-    with pytest.raises(RuntimeError, match=rf"{server.url} answered HTTP 500 \(after 3 attempts\)"):
+    with pytest.raises(ConnectionError, match=rf"{server.url} answered HTTP 500 \(after 3 attempts\)"):
         policy_for(server, max_retries=2).generate(reqs(1))
 
 
 def test_client_errors_are_not_retried(server):
     server.fail_first, server.fail_status = 10, 400
-    with pytest.raises(RuntimeError, match="rejected the request with HTTP 400"):
+    with pytest.raises(UserInputError, match="rejected the request with HTTP 400"):
         policy_for(server, max_retries=3).generate(reqs(1))
     assert server.requests == 1
 

@@ -45,18 +45,18 @@ def test_coral_eval_runs_a_latent_workflow_and_writes_tokens_and_wall_time_per_s
     assert main(["eval", "--workflow", workflow, "--latent-run-dir", str(run_dir), "--latent-rounds", "1",
                  "--out-dir", str(out), "--no-progress"]) == 0
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
-    assert [s["id"] for s in samples] == ["records/5", "records/6", "records/7"]  # the run's 3 test records
-    assert all(s["workflow"] == workflow and s["rounds"] == 1 for s in samples)
-    assert all(1 <= s["decoded_tokens"] <= (4 if workflow == "recursive" else 8) for s in samples)
-    assert all(s["wall_s"] > 0 for s in samples)
+    assert [s["task_id"] for s in samples] == ["records/5", "records/6", "records/7"]  # the run's 3 test records
+    assert all(s["workflow"] == workflow and s["metrics"]["rounds"] == 1 for s in samples)
+    assert all(1 <= s["turns"][0]["completion_tokens"] <= (4 if workflow == "recursive" else 8) for s in samples)
+    assert all(s["metrics"]["wall_s"] > 0 for s in samples)
     # batches of 2 (the run's batch_size): the third sample's batch is itself alone
-    assert samples[0]["batch_wall_s"] == pytest.approx(2 * samples[0]["wall_s"])
-    assert samples[2]["batch_wall_s"] == pytest.approx(samples[2]["wall_s"])
+    assert samples[0]["metrics"]["batch_wall_s"] == pytest.approx(2 * samples[0]["metrics"]["wall_s"])
+    assert samples[2]["metrics"]["batch_wall_s"] == pytest.approx(samples[2]["metrics"]["wall_s"])
     summary = json.loads((out / "summary.json").read_text())["summary"]
     assert summary["samples"] == 3
-    assert summary["decoded_tokens"] == sum(s["decoded_tokens"] for s in samples)
-    assert summary["wall_s"] == pytest.approx(sum(s["wall_s"] for s in samples))
-    assert summary["accuracy"] == sum(s["correct"] for s in samples) / 3
+    assert summary["decoded_tokens"] == sum(s["turns"][0]["completion_tokens"] for s in samples)
+    assert summary["wall_s"] == pytest.approx(sum(s["metrics"]["wall_s"] for s in samples))
+    assert summary["accuracy"] == sum(s["passed"] for s in samples) / 3
 
 
 def test_coral_eval_of_a_latent_run_on_humaneval_judges_its_first_tasks(run_dir, tmp_path):
@@ -64,8 +64,8 @@ def test_coral_eval_of_a_latent_run_on_humaneval_judges_its_first_tasks(run_dir,
     assert main(["eval", "--workflow", "recursive", "--latent-run-dir", str(run_dir), "--bench", "humaneval",
                  "--limit", "2", "--out-dir", str(out), "--no-progress"]) == 0
     samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
-    assert [s["id"] for s in samples] == ["HumanEval/0", "HumanEval/1"]
-    assert all(s["correct"] is False for s in samples)  # 4 tokens of an untrained tiny agent: no code
+    assert [s["task_id"] for s in samples] == ["HumanEval/0", "HumanEval/1"]
+    assert all(s["passed"] is False for s in samples)  # 4 tokens of an untrained tiny agent: no code
 
 
 def test_a_bench_given_by_name_is_evaluated_even_when_it_is_the_chain_workflows_default(run_dir, tmp_path):
@@ -74,7 +74,7 @@ def test_a_bench_given_by_name_is_evaluated_even_when_it_is_the_chain_workflows_
     out = tmp_path / "eval"
     assert main(["eval", "--workflow", "recursive", "--latent-run-dir", str(run_dir), "--bench", "procedural-test",
                  "--limit", "2", "--out-dir", str(out), "--no-progress"]) == 0
-    ids = [json.loads(line)["id"] for line in (out / "samples.jsonl").read_text().splitlines()]
+    ids = [json.loads(line)["task_id"] for line in (out / "samples.jsonl").read_text().splitlines()]
     assert len(ids) == 2 and all(i.startswith("procedural") for i in ids), ids
 
 
@@ -84,3 +84,19 @@ def test_coral_eval_names_the_missing_run_directory(tmp_path, capsys):
     assert main(["eval", "--workflow", "text-mas", "--latent-run-dir", str(tmp_path / "nope"),
                  "--out-dir", str(tmp_path)]) == 2
     assert "not a RecursiveMAS run directory" in capsys.readouterr().err
+
+
+def test_a_latent_workflows_samples_have_the_keys_of_every_other_workflows(run_dir, tmp_path):
+    from coral.benchmarks import load_benchmark
+
+    assert main(["eval", "--workflow", "recursive", "--latent-run-dir", str(run_dir), "--out-dir",
+                 str(tmp_path / "latent"), "--no-progress"]) == 0
+    task = load_benchmark("procedural-test", limit=1)[0]
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps([f"```python\n{task.reference}\n```"]))
+    assert main(["eval", "--workflow", "single", "--limit", "1", "--model", f"scripted:{replies}",
+                 "--out-dir", str(tmp_path / "single"), "--no-progress"]) == 0
+    latent, single = ([json.loads(line) for line in (tmp_path / name / "samples.jsonl").read_text().splitlines()]
+                      for name in ("latent", "single"))
+    assert set(latent[0]) == set(single[0])
+    assert set(latent[0]["turns"][0]) == set(single[0]["turns"][0])
