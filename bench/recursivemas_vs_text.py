@@ -31,13 +31,16 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from coral.recursivemas.agents import build_records
 from coral.recursivemas.config import ColdStartConfig, InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
 from coral.recursivemas.data import Record, benchmark_records
 from coral.recursivemas.evaluate import WORKFLOWS, evaluate
 from coral.recursivemas.latentmas import LatentMAS
+from coral.recursivemas.patterns import get_pattern
 from coral.recursivemas.recipe import build_system, load_or_build_agents
+from coral.recursivemas.tools import pattern_tool
 from coral.recursivemas.train import new_state, restore, train_links
 from coral.sandbox import Sandbox
 from coral.train.loop import Run
@@ -103,34 +106,42 @@ def main() -> None:
     t0 = time.perf_counter()
     load_start = Path("/proc/loadavg").read_text().split()[:3]
     train, test = build_records(cfg)
-    system = build_system(cfg, load_or_build_agents(cfg, train, False))
-    state, run = new_state(cfg, system), Run(cfg.out_dir)
-    # a rerun with the same out_dir reuses agents and trained links (the run loop's checkpoints)
-    trainer = train_links(state, train, run, restore(state, run) or new_trainer_state())
-    losses = [m.get("inner/loss", m.get("outer/loss")) for m in trainer["metrics"]]
-    print(f"agents + link training: {time.perf_counter() - t0:.0f} s; first/last inner loss "
-          f"{losses[0]:.3f}/{losses[cfg.inner.steps - 1]:.3f}, outer {losses[cfg.inner.steps]:.3f}/{losses[-1]:.3f}")
     test = eval_records(args, test)
-    rows = []
     with Sandbox(workers=2) as sandbox:
-        final = system.agents[system.pattern.final]
-        latentmas = LatentMAS(system.pattern, final, cfg.latent_steps) if "latentmas" in workflows else None
-        for rounds in args.rounds:
-            res = {w: evaluate(w, system, test, rounds, sandbox, cfg.max_new_tokens, cfg.batch_size,
-                               latentmas=latentmas) for w in workflows}
-            row = {"rounds": rounds, **{f"{w}/{k}": v for w, r in res.items() for k, v in r.summary().items()}}
-            row["speedup_text_over_latent"] = res["text-mas"].wall_s / res["recursive"].wall_s
-            row["token_saving"] = 1 - res["recursive"].decoded_tokens / max(1, res["text-mas"].decoded_tokens)
-            rows.append(row)
-            print(f"R={rounds}: " + "  ".join(
-                f"{w}: acc {r.accuracy:.3f} tok/s {r.decoded_tokens / len(test):.1f} wall/s {r.wall_s / len(test):.3f}"
-                for w, r in res.items())
-                  + f"  | speed-up {row['speedup_text_over_latent']:.2f}x, token saving {row['token_saving']:.1%}")
+        tool = pattern_tool(get_pattern(cfg.pattern), sandbox, [*train, *test])
+        system = build_system(cfg, load_or_build_agents(cfg, train, False), tool)
+        state, run = new_state(cfg, system), Run(cfg.out_dir)
+        # a rerun with the same out_dir reuses agents and trained links (the run loop's checkpoints)
+        trainer = train_links(state, train, run, restore(state, run) or new_trainer_state())
+        losses = [m.get("inner/loss", m.get("outer/loss")) for m in trainer["metrics"]]
+        print(f"agents + link training: {time.perf_counter() - t0:.0f} s; first/last inner loss "
+              f"{losses[0]:.3f}/{losses[cfg.inner.steps - 1]:.3f}, outer {losses[cfg.inner.steps]:.3f}/{losses[-1]:.3f}")
+        rows = compare(args, cfg, system, test, sandbox, workflows)
     out = Path(cfg.out_dir) / "bench.json"
     out.write_text(json.dumps({"config": vars(args), "n_test": len(test), "losses": losses, "rows": rows,
                                "wall_s": time.perf_counter() - t0, "loadavg_start": load_start,
                                "loadavg_end": Path("/proc/loadavg").read_text().split()[:3]}, indent=1))
     print(f"wrote {out}")
+
+
+def compare(args: argparse.Namespace, cfg: RecursiveMASConfig, system: Any, test: list[Record], sandbox: Any,
+            workflows: list[str]) -> list[dict[str, Any]]:
+    """Every workflow at every R of args.rounds on `test`, in order; one row of figures per R."""
+    rows = []
+    final = system.agents[system.pattern.final]
+    latentmas = LatentMAS(system.pattern, final, cfg.latent_steps) if "latentmas" in workflows else None
+    for rounds in args.rounds:
+        res = {w: evaluate(w, system, test, rounds, sandbox, cfg.max_new_tokens, cfg.batch_size,
+                           latentmas=latentmas) for w in workflows}
+        row = {"rounds": rounds, **{f"{w}/{k}": v for w, r in res.items() for k, v in r.summary().items()}}
+        row["speedup_text_over_latent"] = res["text-mas"].wall_s / res["recursive"].wall_s
+        row["token_saving"] = 1 - res["recursive"].decoded_tokens / max(1, res["text-mas"].decoded_tokens)
+        rows.append(row)
+        print(f"R={rounds}: " + "  ".join(
+            f"{w}: acc {r.accuracy:.3f} tok/s {r.decoded_tokens / len(test):.1f} wall/s {r.wall_s / len(test):.3f}"
+            for w, r in res.items())
+              + f"  | speed-up {row['speedup_text_over_latent']:.2f}x, token saving {row['token_saving']:.1%}")
+    return rows
 
 
 if __name__ == "__main__":

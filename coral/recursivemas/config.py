@@ -70,7 +70,9 @@ def _check_loop(loop: InnerLoopConfig | OuterLoopConfig) -> None:
 
 @dataclass(frozen=True)
 class RecursiveMASConfig:
-    pattern: str = "sequential"  # collaboration pattern: sequential, mixture, distillation, deliberation
+    # collaboration pattern: sequential, mixture, distillation, deliberation (official: tools inside the final
+    # generation), deliberation_public_tests (coral's: each round's decoded attempt run on the public tests)
+    pattern: str = "sequential"
     rounds: int = 3  # recursion rounds R (the last agent feeds its latents back to the first)
     latent_steps: int = 8  # latent thoughts m each agent appends per round
     data: str = "procedural"  # or a JSONL path of question / plan / refined_plan / answer records

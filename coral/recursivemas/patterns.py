@@ -10,8 +10,16 @@ question is in every prompt of every round.
 
 Patterns: sequential (planner -> critic -> solver, solver -> planner), mixture (two experts ->
 summariser, summariser -> experts), distillation (expert -> learner, learner -> expert), deliberation
-(reflector -> tool caller, tool caller -> reflector; the tool caller's python tool runs in coral's
-sandbox, see tools.py). `gold[role]` names the record field that role's inner link is trained on.
+(reflector -> tool caller, tool caller -> reflector). `gold[role]` names the record field that role's
+inner link is trained on.
+
+`tool` says where the pattern's tool runs (tools.py, toolcalls.py):
+  - "python" (deliberation, the official flow): every non-final round is latent only; in the final
+    generation the tool caller may write `<python>...</python>`, the code runs in coral's sandbox and its
+    output comes back as `<result>...</result>` text, and decoding goes on (toolcalls.py);
+  - "public_tests" (deliberation_public_tests, coral's variant): in every non-final round the tool caller
+    decodes a whole attempt, the attempt runs on the task's public tests, and the report reaches the
+    reflector's next prompt as text (besides the latent feedback).
 
 This module does NOT run models or hold links.
 """
@@ -25,6 +33,7 @@ from coral.policy.base import Message
 from coral.recursivemas.rollout import slot_marker
 
 RECORD_FIELDS = ("question", "plan", "refined_plan", "answer")
+TOOLS = ("", "python", "public_tests")
 
 
 @dataclass(frozen=True)
@@ -36,8 +45,11 @@ class Pattern:
     feedback: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     gold: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)  # how a source is introduced in a prompt
+    tool: str = ""  # "", "python" or "public_tests" (see the module docstring)
 
     def __post_init__(self) -> None:
+        if self.tool not in TOOLS:
+            raise ValueError(f"pattern {self.name}: tool must be one of {TOOLS}, got {self.tool!r}")
         known = set(self.roles)
         for kind, edges in (("inputs", self.inputs), ("feedback", self.feedback)):
             for dst, srcs in edges.items():
@@ -81,6 +93,9 @@ class Pattern:
 
 _SOLVE = "Write the Python function that solves the question. Answer with the code only."
 _PLAN = "Write a short numbered plan for the question. Do not write code."
+_RUN_PYTHON = ("Write the Python function that solves the question. To run Python first, put it between "
+               "<python> and </python>; what it prints comes back between <result> and </result>. End with "
+               "the function in a ```python block.")
 
 PATTERNS: dict[str, Pattern] = {
     "sequential": Pattern(
@@ -115,6 +130,16 @@ PATTERNS: dict[str, Pattern] = {
     ),
     "deliberation": Pattern(
         "deliberation", ("reflector", "tool_caller"),
+        instructions={"reflector": "Reflect on the question and the tool caller's thoughts; write what to do next.",
+                      "tool_caller": _RUN_PYTHON},
+        inputs={"tool_caller": ("reflector",)},
+        feedback={"reflector": ("tool_caller",)},
+        gold={"reflector": "refined_plan", "tool_caller": "answer"},
+        labels={"reflector": "Reflection", "tool_caller": "Tool caller's thoughts"},
+        tool="python",
+    ),
+    "deliberation_public_tests": Pattern(
+        "deliberation_public_tests", ("reflector", "tool_caller"),
         instructions={"reflector": "Reflect on the question and the last attempt and its test results; "
                                    "write what to do next.",
                       "tool_caller": _SOLVE + " The code is run on the public tests."},
@@ -123,6 +148,7 @@ PATTERNS: dict[str, Pattern] = {
         gold={"reflector": "refined_plan", "tool_caller": "answer"},
         labels={"reflector": "Reflection", "tool_caller": "Previous attempt",
                 "tool": "Python tool: the previous attempt on the public tests"},
+        tool="public_tests",
     ),
 }
 
