@@ -50,7 +50,7 @@ from coral.train.loop import new_state as new_trainer_state
 def bench_config(args: argparse.Namespace) -> RecursiveMASConfig:
     cfg = RecursiveMASConfig(pattern=args.pattern, rounds=args.train_rounds, latent_steps=args.latent_steps,
                              n_train_tasks=args.n_train, n_test_tasks=args.n_test, max_depth=2,
-                             agent_models=tuple(args.agent_models.split(",")), agent_widths=(64, 96, 64),
+                             agent_models=tuple(args.agent_models.split(",")), agent_widths=None,
                              n_layers=2, sft=ColdStartConfig(epochs=args.sft_epochs),
                              inner=InnerLoopConfig(steps=args.inner_steps),
                              outer=OuterLoopConfig(steps=args.outer_steps, lr=3e-3), batch_size=8,
@@ -59,7 +59,7 @@ def bench_config(args: argparse.Namespace) -> RecursiveMASConfig:
     if args.quick:
         cfg = replace(cfg, n_train_tasks=8, n_test_tasks=4, sft=ColdStartConfig(epochs=0.5),
                       inner=InnerLoopConfig(steps=2), outer=OuterLoopConfig(steps=2, lr=3e-3),
-                      latent_steps=2, max_new_tokens=16, agent_widths=(32, 48, 32))
+                      latent_steps=2, max_new_tokens=16)
     return cfg
 
 
