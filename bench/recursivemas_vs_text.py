@@ -1,24 +1,27 @@
 """RecursiveMAS (latent) vs the same frozen agents exchanging text, on held-out procedural tasks or HumanEval.
 
 One run: build the agents (tiny ones cold-started by SFT on their roles' gold text; all frozen), train the
-links (inner then outer loop, the recipe's step functions without its evaluations), then for R = 1, 2, 3 evaluate on the
-test split, in this order per R: text MAS (same pattern, same rounds, every agent decodes), RecursiveMAS
-(only the final agent decodes, once), the final agent alone, and training-free LatentMAS on the final
-agent's model. Printed per R: accuracy, decoded tokens per sample, wall seconds per sample, and the
-ratios text/latent (speed-up) and 1 - latent/text tokens (token saving), measured in the same process.
-Greedy decoding everywhere, batch size from the config for every workflow.
+links (inner then outer loop, the recipe's step functions without its evaluations), then for each R of
+--rounds evaluate on the test split, in this order per R: RecursiveMAS (the final agent decodes its answer;
+deliberation_public_tests also decodes an attempt every earlier round), text MAS (same pattern, same rounds,
+every agent decodes), the final agent alone, and training-free LatentMAS on the final agent's model.
+Printed per R: accuracy, decoded tokens per sample (every token any agent generated), wall seconds per
+sample, and the ratios text/latent (speed-up) and 1 - latent/text tokens (token saving), measured in the
+same process. Greedy decoding everywhere, batch size --batch-size for every workflow.
 
     .venv/bin/python bench/recursivemas_vs_text.py --out-dir runs/bench_recursivemas   # ~20 min on 2 cores
     .venv/bin/python bench/recursivemas_vs_text.py --quick                              # plumbing check
 
 Real models: `--agent-models smollm2,smollm2,smollm2` (or `tiny,tiny,smollm2`: one spec per role, cycling;
-see RecursiveMASConfig.agent_models) and `--bench humaneval --limit N` to evaluate on the first N HumanEval
-problems, judged by their tests; the links are still trained on procedural records (HumanEval has no gold
-plans). `--train-rounds` is the R the outer loop unrolls, `--workflows` picks the workflows evaluated.
+see RecursiveMASConfig.agent_models), loaded and frozen as they are (no cold start), and `--bench humaneval
+--limit N` to evaluate on the first N HumanEval problems, judged by their tests; the links are still trained
+on procedural records (HumanEval has no gold plans). `--train-rounds` is the R the outer loop unrolls,
+`--workflows` picks the workflows evaluated. The paper's setup is pretrained agents, `--link-init random` and
+`--latent-steps 16` (or more); coral's defaults are `--link-init aligned` and `--latent-steps 8`:
 
-    .venv/bin/python bench/recursivemas_vs_text.py --agent-models smollm2,smollm2,smollm2 --bench humaneval \
-        --limit 10 --rounds 1 2 --train-rounds 2 --latent-steps 4 --inner-steps 10 --outer-steps 10 \
-        --max-new-tokens 128 --workflows text-mas,recursive --out-dir runs/bench_recursivemas_smollm2
+    .venv/bin/python bench/recursivemas_vs_text.py --agent-models smollm2,smollm2,smollm2 --link-init random \
+        --latent-steps 16 --n-train 64 --n-test 16 --rounds 1 3 --train-rounds 2 --inner-steps 10 \
+        --outer-steps 10 --batch-size 4 --gradient-checkpointing --max-new-tokens 96 --out-dir runs/rm_paper
 
 Targets (not asserted): at R=3 >= 2x faster and >= 60% fewer decoded tokens than text MAS at equal or
 better accuracy.
@@ -53,7 +56,9 @@ def bench_config(args: argparse.Namespace) -> RecursiveMASConfig:
                              agent_models=tuple(args.agent_models.split(",")), agent_widths=None,
                              n_layers=2, sft=ColdStartConfig(epochs=args.sft_epochs),
                              inner=InnerLoopConfig(steps=args.inner_steps),
-                             outer=OuterLoopConfig(steps=args.outer_steps, lr=3e-3), batch_size=8,
+                             outer=OuterLoopConfig(steps=args.outer_steps, lr=3e-3,
+                                                   gradient_checkpointing=args.gradient_checkpointing),
+                             batch_size=args.batch_size,
                              max_new_tokens=args.max_new_tokens, out_dir=args.out_dir,
                              checkpoint_every_steps=25, seed=args.seed, link_init=args.link_init)
     if args.quick:
@@ -79,6 +84,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--latent-steps", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=160)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--batch-size", type=int, default=8, help="records per link-training step and per decode batch")
+    ap.add_argument("--gradient-checkpointing", action="store_true", help="outer loop: recompute rollouts in backward")
     ap.add_argument("--rounds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--train-rounds", type=int, default=3, help="rounds the outer loop unrolls")
     ap.add_argument("--workflows", default=",".join(WORKFLOWS), help=f"comma-separated, of {WORKFLOWS}")
