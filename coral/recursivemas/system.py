@@ -140,7 +140,7 @@ class RecursiveMAS(nn.Module):
         with self.precision():
             return self._unroll(questions, rounds)
 
-    def _unroll(self, questions: Sequence[str], rounds: int) -> list[Embedded]:
+    def _unroll(self, questions: Sequence[str], rounds: int) -> Unrolled:
         previous: dict[str, Tensor] = {}
         notes: list[str] | None = None
         out = Unrolled([], [], [], [0] * len(questions))

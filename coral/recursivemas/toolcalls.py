@@ -13,6 +13,7 @@ This module does NOT run code (tools.py) or know about rounds and links (system.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,7 +55,15 @@ class _Row:
 
 def decode_with_tools(policy: Any, prompts: Sequence[SplitPrompt], latents: Sequence[Mapping[str, Tensor]],
                       max_new_tokens: int, run: RunCode, max_calls: int = 5) -> list[Reply]:
-    """Greedy generation with tool calls for each prompt (see the module docstring)."""
+    """Greedy generation with tool calls for each prompt (see the module docstring), in the policy's
+    precision (an HFPolicy's autocast)."""
+    autocast = getattr(policy, "autocast", None)
+    with autocast() if autocast is not None else contextlib.nullcontext():
+        return _decode_with_tools(policy, prompts, latents, max_new_tokens, run, max_calls)
+
+
+def _decode_with_tools(policy: Any, prompts: Sequence[SplitPrompt], latents: Sequence[Mapping[str, Tensor]],
+                       max_new_tokens: int, run: RunCode, max_calls: int) -> list[Reply]:
     rows = [_Row() for _ in prompts]
     while active := [i for i, row in enumerate(rows) if not row.done]:
         budget = [max_new_tokens - rows[i].decoded for i in active]
