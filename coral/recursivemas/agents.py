@@ -2,7 +2,7 @@
 
 `build_records` gives procedural records (train and test splits are disjoint skeletons, see
 coral.benchmarks.procedural) or JSONL records (cut by position). `build_agents` gives one agent per role
-from `agent_models`: a "tiny" causal LM (widths from `agent_widths`: agents of different hidden sizes)
+from `agent_models`: a "tiny" causal LM (widths from `agent_widths` or the pattern: agents of different hidden sizes)
 sharing one BPE tokenizer trained on the records, optionally cold-started by SFT on its role's gold text
 in the text-MAS prompt format (the collaborators' gold text in its slots), or a pretrained model loaded
 through coral.policy.load_policy (its own tokenizer and chat template; no cold start). `save_agents` /
@@ -71,8 +71,8 @@ def load_pretrained(spec: str, dtype: str = "auto") -> Any:
 
 
 def build_agents(cfg: Any, train: Sequence[Record], progress: bool = False) -> dict[str, Any]:
-    """One agent per role of `cfg.pattern`, its spec from `cfg.agent_model(i)`: tiny agents (widths cycle
-    through `cfg.agent_widths`, one BPE tokenizer trained on the records, optional SFT cold start) or
+    """One agent per role of `cfg.pattern`, its spec from `cfg.agent_model(i)`: tiny agents (width
+    `cfg.agent_width(i)`, one BPE tokenizer trained on the records, optional SFT cold start) or
     pretrained ones, loaded as they are (no cold start: they are frozen as loaded)."""
 
     pattern = get_pattern(cfg.pattern)
@@ -88,7 +88,7 @@ def build_agents(cfg: Any, train: Sequence[Record], progress: bool = False) -> d
         if spec != TINY:
             agents[role] = loaded[spec] = loaded.get(spec) or load_pretrained(spec, cfg.dtype)
             continue
-        width = cfg.agent_widths[i % len(cfg.agent_widths)]
+        width = cfg.agent_width(i)
         model = build_model(tokenizer, seed=cfg.seed + i, d_model=width, n_layers=cfg.n_layers,
                             n_heads=4, max_len=cfg.max_len_tokens)
         agents[role] = HFPolicy(model, tokenizer, name=f"{role}-d{width}", dtype=cfg.dtype)

@@ -71,7 +71,9 @@ def _check_loop(loop: InnerLoopConfig | OuterLoopConfig) -> None:
 
 @dataclass(frozen=True)
 class RecursiveMASConfig:
-    pattern: str = "sequential"  # collaboration pattern: sequential, mixture, distillation, deliberation
+    # collaboration pattern: sequential, mixture, distillation, deliberation (official: tools inside the final
+    # generation), deliberation_public_tests (coral's: each round's decoded attempt run on the public tests)
+    pattern: str = "sequential"
     rounds: int = 3  # recursion rounds R (the last agent feeds its latents back to the first)
     latent_steps: int = 8  # latent thoughts m each agent appends per round
     data: str = "procedural"  # or a JSONL path of question / plan / refined_plan / answer records
@@ -83,8 +85,9 @@ class RecursiveMASConfig:
     # coral.policy.load_policy spec of a local HF model ("smollm2", a model directory), loaded and frozen
     agent_models: tuple[str, ...] = ("tiny",)
     dtype: str = field(default="auto", metadata={"help": DTYPE_HELP})  # the agents' (the links stay float32)
-    # tiny agents' widths, indexed by role and cycling over the roles (different hidden sizes are allowed)
-    agent_widths: tuple[int, ...] = (64, 96, 64)
+    # tiny agents' widths, indexed by role and cycling over the roles (different hidden sizes are allowed);
+    # None: the pattern's own per role (patterns.py: e.g. distillation's expert wider than its learner)
+    agent_widths: tuple[int, ...] | None = None
     n_layers: int = 2  # layers of each tiny agent
     vocab_size: int = 512  # size of the tiny agents' locally trained tokenizer
     max_len_tokens: int = 2048  # longest sequence a tiny agent accepts, in tokens
@@ -120,7 +123,8 @@ class RecursiveMASConfig:
         for name in ("n_test_tasks", "eval_every_steps", "seed"):
             if getattr(self, name) < 0:
                 raise ValueError(f"field {name!r} must be >= 0, got {getattr(self, name)}")
-        if not self.agent_widths or any(w < 4 or w % 4 for w in self.agent_widths):
+        widths = self.agent_widths
+        if widths is not None and (not widths or any(w < 4 or w % 4 for w in widths)):
             raise ValueError(f"field 'agent_widths': each must be a multiple of 4 (heads), got {self.agent_widths}")
         self._check_agent_models()
         check_dtype(self.dtype)
@@ -137,6 +141,14 @@ class RecursiveMASConfig:
         if bad is not None:
             raise UserInputError(f"field 'agent_models': bad model spec {bad!r} (\"tiny\", \"smollm2\" or a model "
                                  f"directory)")
+
+    def agent_width(self, role_index: int) -> int:
+        """A tiny agent's width in the pattern's `role_index`-th role: agent_widths (cycling), else the
+        pattern's own."""
+        if self.agent_widths is not None:
+            return self.agent_widths[role_index % len(self.agent_widths)]
+        pattern = get_pattern(self.pattern)
+        return pattern.tiny_width(pattern.roles[role_index])
 
     def agent_model(self, role_index: int) -> str:
         """The model spec of the pattern's `role_index`-th role (specs cycle over the roles)."""

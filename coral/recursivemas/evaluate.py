@@ -1,13 +1,17 @@
 """Evaluation of RecursiveMAS and its text baselines on the same frozen agents and records.
 
 Workflows (all greedy, all batched the same way, all report accuracy, decoded tokens and wall time):
-  - "recursive": the latent system; only the final agent decodes, once, in the last round.
+  - "recursive": the latent system; the final agent decodes its answer in the last round (with tool
+    calls in deliberation); deliberation_public_tests' tool caller also decodes an attempt every
+    earlier round.
   - "text-mas": the same agents, pattern and rounds, exchanging text: every agent decodes its text
     every round and the text goes where the latents would (the feedback edge carries the final
-    agent's text of the previous round). Decoding is HFPolicy.generate.
+    agent's text of the previous round). Decoding is HFPolicy.generate, except deliberation's last
+    decode, which calls tools as the latent system's does (toolcalls.py).
   - "single": the final agent alone, its prompt with the question and no slots.
   - "latentmas": training-free LatentMAS, one model for every role (latentmas.py).
-Decoded tokens count every generated token, the end-of-sequence token included.
+Decoded tokens count every token any agent of the workflow generated for a sample, the end-of-sequence
+token included (tool output is read, not generated: not counted).
 This module does NOT train.
 """
 
@@ -21,7 +25,9 @@ from typing import Any
 from coral.policy.base import GenerationRequest, SamplingParams
 from coral.recursivemas.data import Record
 from coral.recursivemas.patterns import Pattern
+from coral.recursivemas.rollout import split_prompt
 from coral.recursivemas.system import RecursiveMAS
+from coral.recursivemas.toolcalls import decode_with_tools
 from coral.recursivemas.tools import judge
 
 WORKFLOWS = ("recursive", "text-mas", "single", "latentmas")
@@ -56,12 +62,11 @@ def _batches(records: Sequence[Record], batch_size: int) -> list[Sequence[Record
 
 def run_recursive(system: RecursiveMAS, records: Sequence[Record], rounds: int, max_new_tokens: int,
                   batch_size: int) -> tuple[list[str], list[int]]:
-    final = system.agents[system.pattern.final]
     answers, tokens = [], []
     for batch in _batches(records, batch_size):
-        ids = system.answer([r.question for r in batch], rounds, max_new_tokens)
-        tokens += [len(i) for i in ids]
-        answers += [final.decode(i) for i in ids]
+        replies = system.answer([r.question for r in batch], rounds, max_new_tokens)
+        tokens += [r.decoded_tokens for r in replies]
+        answers += [r.text for r in replies]
     return answers, tokens
 
 
@@ -72,7 +77,7 @@ def _generate(policy: Any, chats: list[list[dict[str, str]]], max_new_tokens: in
 
 
 def run_text_mas(pattern: Pattern, agents: dict[str, Any], records: Sequence[Record], rounds: int,
-                 max_new_tokens: int, tool: Any = None) -> tuple[list[str], list[int]]:
+                 max_new_tokens: int, tool: Any = None, max_tool_calls: int = 5) -> tuple[list[str], list[int]]:
     """The pattern's agents talking in text for `rounds` rounds; returns the final texts and tokens."""
     questions = [r.question for r in records]
     previous: dict[str, list[str]] = {}
@@ -88,12 +93,26 @@ def run_text_mas(pattern: Pattern, agents: dict[str, Any], records: Sequence[Rec
                 if notes is not None and role in pattern.feedback:
                     sources["tool"] = notes[i]
                 chats.append(pattern.prompt(role, q, sources))
-            current[role], n = _generate(agents[role], chats, max_new_tokens)
+            if pattern.tool == "python" and role == pattern.final and r == rounds - 1:
+                current[role], n = _generate_with_tools(agents[role], chats, max_new_tokens, tool, max_tool_calls)
+            else:
+                current[role], n = _generate(agents[role], chats, max_new_tokens)
             tokens = [a + b for a, b in zip(tokens, n, strict=True)]
-        if tool is not None and r < rounds - 1:
+        if pattern.tool == "public_tests" and r < rounds - 1:
+            if tool is None:
+                raise ValueError(f"pattern {pattern.name!r} runs each attempt on the public tests: give a tool")
             notes = tool(current[pattern.final], questions)
         previous = current
     return previous[pattern.final], tokens
+
+
+def _generate_with_tools(policy: Any, chats: list[list[dict[str, str]]], max_new_tokens: int, tool: Any,
+                         max_calls: int) -> tuple[list[str], list[int]]:
+    if tool is None:
+        raise ValueError("the deliberation pattern's final generation calls tools: give a tool (tools.PythonTool)")
+    prompts = [split_prompt(policy.render(c), policy.encode) for c in chats]
+    replies = decode_with_tools(policy, prompts, [{}] * len(chats), max_new_tokens, tool, max_calls)
+    return [r.text for r in replies], [r.decoded_tokens for r in replies]
 
 
 def run_single(pattern: Pattern, agents: dict[str, Any], records: Sequence[Record],
@@ -112,7 +131,7 @@ def evaluate(workflow: str, system: RecursiveMAS, records: Sequence[Record], rou
         answers, tokens = run_recursive(system, records, rounds, max_new_tokens, batch_size)
     elif workflow == "text-mas":
         answers, tokens = run_text_mas(system.pattern, system.agents, records, rounds, max_new_tokens,
-                                       system.tool)
+                                       system.tool, system.max_tool_calls)
     elif workflow == "single":
         answers, tokens = run_single(system.pattern, system.agents, records, max_new_tokens)
     else:

@@ -8,10 +8,20 @@ shared by all rounds. `prompt(role, question, sources)` writes the role's chat w
 source that has something to say (a slot marker for latents; the text itself for text MAS); the
 question is in every prompt of every round.
 
-Patterns: sequential (planner -> critic -> solver, solver -> planner), mixture (two experts ->
-summariser, summariser -> experts), distillation (expert -> learner, learner -> expert), deliberation
-(reflector -> tool caller, tool caller -> reflector; the tool caller's python tool runs in coral's
-sandbox, see tools.py). `gold[role]` names the record field that role's inner link is trained on.
+Patterns: sequential (planner -> critic -> solver, solver -> planner), mixture (three specialists ->
+summariser, summariser -> each specialist, as the paper's math, code and science experts; here a planning,
+a step-by-step and a code expert), distillation (expert -> learner, learner -> expert), deliberation
+(reflector -> tool caller, tool caller -> reflector). `gold[role]` names the record field that role's
+inner link is trained on; `tiny_widths[role]` the width of a tiny agent in that role when the config gives
+none (distillation's expert is wider than its learner, as the paper's 9B expert and 4B learner).
+
+`tool` says where the pattern's tool runs (tools.py, toolcalls.py):
+  - "python" (deliberation, the official flow): every non-final round is latent only; in the final
+    generation the tool caller may write `<python>...</python>`, the code runs in coral's sandbox and its
+    output comes back as `<result>...</result>` text, and decoding goes on (toolcalls.py);
+  - "public_tests" (deliberation_public_tests, coral's variant): in every non-final round the tool caller
+    decodes a whole attempt, the attempt runs on the task's public tests, and the report reaches the
+    reflector's next prompt as text (besides the latent feedback).
 
 This module does NOT run models or hold links.
 """
@@ -25,6 +35,8 @@ from coral.policy.base import Message
 from coral.recursivemas.rollout import slot_marker
 
 RECORD_FIELDS = ("question", "plan", "refined_plan", "answer")
+TOOLS = ("", "python", "public_tests")
+TINY_WIDTH = 64  # a tiny agent's width in a role the pattern gives none
 
 
 @dataclass(frozen=True)
@@ -36,8 +48,12 @@ class Pattern:
     feedback: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     gold: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)  # how a source is introduced in a prompt
+    tiny_widths: Mapping[str, int] = field(default_factory=dict)  # a tiny agent's width per role (default 64)
+    tool: str = ""  # "", "python" or "public_tests" (see the module docstring)
 
     def __post_init__(self) -> None:
+        if self.tool not in TOOLS:
+            raise ValueError(f"pattern {self.name}: tool must be one of {TOOLS}, got {self.tool!r}")
         known = set(self.roles)
         for kind, edges in (("inputs", self.inputs), ("feedback", self.feedback)):
             for dst, srcs in edges.items():
@@ -56,6 +72,9 @@ class Pattern:
     @property
     def final(self) -> str:
         return self.roles[-1]
+
+    def tiny_width(self, role: str) -> int:
+        return self.tiny_widths.get(role, TINY_WIDTH)
 
     def edges(self) -> list[tuple[str, str]]:
         """Every directed (source, target) pair with an outer link, in a fixed order."""
@@ -81,6 +100,10 @@ class Pattern:
 
 _SOLVE = "Write the Python function that solves the question. Answer with the code only."
 _PLAN = "Write a short numbered plan for the question. Do not write code."
+_STEPS = "Write each step of the solution with its line of code."
+_RUN_PYTHON = ("Write the Python function that solves the question. To run Python first, put it between "
+               "<python> and </python>; what it prints comes back between <result> and </result>. End with "
+               "the function in a ```python block.")
 
 PATTERNS: dict[str, Pattern] = {
     "sequential": Pattern(
@@ -93,16 +116,18 @@ PATTERNS: dict[str, Pattern] = {
         feedback={"planner": ("solver",)},
         gold={"planner": "plan", "critic": "refined_plan", "solver": "answer"},
         labels={"planner": "Plan", "critic": "Checked plan", "solver": "Previous answer"},
+        tiny_widths={"planner": 64, "critic": 96, "solver": 64},
     ),
     "mixture": Pattern(
-        "mixture", ("expert_a", "expert_b", "summariser"),
-        instructions={"expert_a": _PLAN,
-                      "expert_b": "Write each step of the solution with its line of code.",
+        "mixture", ("expert_a", "expert_b", "expert_c", "summariser"),
+        instructions={"expert_a": _PLAN, "expert_b": _STEPS, "expert_c": _SOLVE,
                       "summariser": "Combine the experts' thoughts. " + _SOLVE},
-        inputs={"summariser": ("expert_a", "expert_b")},
-        feedback={"expert_a": ("summariser",), "expert_b": ("summariser",)},
-        gold={"expert_a": "plan", "expert_b": "refined_plan", "summariser": "answer"},
-        labels={"expert_a": "Planning expert", "expert_b": "Coding expert", "summariser": "Previous answer"},
+        inputs={"summariser": ("expert_a", "expert_b", "expert_c")},
+        feedback={"expert_a": ("summariser",), "expert_b": ("summariser",), "expert_c": ("summariser",)},
+        gold={"expert_a": "plan", "expert_b": "refined_plan", "expert_c": "answer", "summariser": "answer"},
+        labels={"expert_a": "Planning expert", "expert_b": "Step-by-step expert", "expert_c": "Code expert",
+                "summariser": "Previous answer"},
+        tiny_widths={"expert_a": 64, "expert_b": 96, "expert_c": 64, "summariser": 64},
     ),
     "distillation": Pattern(
         "distillation", ("expert", "learner"),
@@ -112,9 +137,21 @@ PATTERNS: dict[str, Pattern] = {
         feedback={"expert": ("learner",)},
         gold={"expert": "refined_plan", "learner": "answer"},
         labels={"expert": "Expert", "learner": "Learner's previous answer"},
+        tiny_widths={"expert": 96, "learner": 64},
     ),
     "deliberation": Pattern(
         "deliberation", ("reflector", "tool_caller"),
+        instructions={"reflector": "Reflect on the question and the tool caller's thoughts; write what to do next.",
+                      "tool_caller": _RUN_PYTHON},
+        inputs={"tool_caller": ("reflector",)},
+        feedback={"reflector": ("tool_caller",)},
+        gold={"reflector": "refined_plan", "tool_caller": "answer"},
+        labels={"reflector": "Reflection", "tool_caller": "Tool caller's thoughts"},
+        tiny_widths={"reflector": 64, "tool_caller": 64},
+        tool="python",
+    ),
+    "deliberation_public_tests": Pattern(
+        "deliberation_public_tests", ("reflector", "tool_caller"),
         instructions={"reflector": "Reflect on the question and the last attempt and its test results; "
                                    "write what to do next.",
                       "tool_caller": _SOLVE + " The code is run on the public tests."},
@@ -123,6 +160,8 @@ PATTERNS: dict[str, Pattern] = {
         gold={"reflector": "refined_plan", "tool_caller": "answer"},
         labels={"reflector": "Reflection", "tool_caller": "Previous attempt",
                 "tool": "Python tool: the previous attempt on the public tests"},
+        tiny_widths={"reflector": 64, "tool_caller": 96},
+        tool="public_tests",
     ),
 }
 

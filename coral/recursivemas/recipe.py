@@ -36,7 +36,7 @@ from coral.recursivemas.data import benchmark_records
 from coral.recursivemas.evaluate import EvalResult, evaluate
 from coral.recursivemas.patterns import get_pattern
 from coral.recursivemas.system import RecursiveMAS
-from coral.recursivemas.tools import SandboxTool
+from coral.recursivemas.tools import pattern_tool
 from coral.recursivemas.train import TrainState, load_links, new_state, restore, train_links
 from coral.report.recipes import finish, recursivemas_report
 from coral.samples import answer_record
@@ -92,6 +92,7 @@ def build_system(cfg: RecursiveMASConfig, agents: dict[str, Any], tool: Any = No
     state after building or loading agents differs from process to process)."""
     torch.manual_seed(cfg.seed)
     return RecursiveMAS(get_pattern(cfg.pattern), agents, cfg.latent_steps, tool=tool,
+                        tool_max_new_tokens=cfg.max_new_tokens,  # a public-tests attempt is an answer
                         gradient_checkpointing=cfg.outer.gradient_checkpointing, link_init=cfg.link_init)
 
 
@@ -119,7 +120,7 @@ def train_recursivemas(cfg: RecursiveMASConfig, progress: bool = True) -> dict[s
         # frozen agents: text decoding and judging on Ray; latent rollouts and link training stay here
         agents, sandbox = scale.distribute(agents, sandbox)
         pattern = get_pattern(cfg.pattern)
-        tool = SandboxTool(sandbox, [*train, *test]) if pattern.name == "deliberation" else None
+        tool = pattern_tool(pattern, sandbox, [*train, *test])
         system = build_system(cfg, agents, tool)
         print(system.describe())
         print(f"records: {len(train)} train, {len(test)} test; batch {cfg.batch_size}; "
@@ -182,7 +183,7 @@ def eval_workflow(cfg: RecursiveMASConfig, workflow: str, rounds: int | None = N
     tokens: list[int] = []
     wall_s = 0.0
     with Sandbox(workers=2) as sandbox, JsonlWriter(path, truncate=True) as fh:
-        tool = SandboxTool(sandbox, [*train, *test]) if cfg.pattern == "deliberation" else None
+        tool = pattern_tool(get_pattern(cfg.pattern), sandbox, [*train, *test])
         system = load_trained(cfg, tool)
         for lo in range(0, len(records), cfg.batch_size):
             batch = records[lo : lo + cfg.batch_size]

@@ -168,9 +168,10 @@ def latent_rollout_uncached(model: Any, inner: Callable[[Tensor], Tensor], promp
 
 @torch.no_grad()
 def greedy_decode(model: Any, prompt: Embedded, max_new_tokens: int, eos_ids: set[int],
-                  cache: Any = None) -> list[list[int]]:
+                  cache: Any = None, stop: Callable[[int, list[int]], bool] | None = None) -> list[list[int]]:
     """Greedy tokens after each embedded prompt, through the KV cache; a row ends with its first eos
-    token (kept) or after `max_new_tokens`."""
+    token (kept), after `max_new_tokens`, or when `stop(row, its tokens so far)` says so (toolcalls.py
+    stops a row at a finished tool call)."""
     head = model.get_output_embeddings()
     table = model.get_input_embeddings()
     cache = cache if cache is not None else new_cache(model)
@@ -184,7 +185,7 @@ def greedy_decode(model: Any, prompt: Embedded, max_new_tokens: int, eos_ids: se
         for i, t in enumerate(token.tolist()):
             if not done[i]:
                 out[i].append(t)
-                done[i] = t in eos_ids
+                done[i] = t in eos_ids or (stop is not None and stop(i, out[i]))
         if all(done):
             break
         # finished rows keep feeding eos; their outputs are ignored

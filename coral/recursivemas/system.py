@@ -7,6 +7,12 @@ from `pattern.inputs`, sources of the previous round from `pattern.feedback` (ro
 feedback slot). In the last round the final agent does not think in latents: its embedded prompt is
 returned, to be decoded (`answer`) or scored against gold tokens (`unroll` + rollout.answer_nll).
 
+Tools (patterns.py says which pattern uses which): with `tool: python` (deliberation) every non-final
+round is latent only and the final generation may call the tool (toolcalls.py); with `tool:
+public_tests` (deliberation_public_tests) the tool caller decodes an attempt in every non-final round,
+whose report reaches the reflector as text. `answer` counts every token decoded for a row: those
+attempts, every segment of a generation with tool calls, and the final answer.
+
 The language models are frozen (requires_grad False, eval mode): gradients flow *through* them into
 the links, never into their weights. The links live in this `nn.Module` (`inner`, `outer`), so its
 `state_dict()` is exactly what training saves. This module does NOT train (train.py) and does NOT
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -33,9 +40,22 @@ from coral.recursivemas.rollout import (
     latent_rollout,
     split_prompt,
 )
+from coral.recursivemas.toolcalls import Reply, RunCode, decode_with_tools
 
-# deliberation: (decoded attempts of the tool caller, questions) -> one feedback text per row (tools.py)
+# deliberation_public_tests: (decoded attempts of the tool caller, questions) -> one report per row (tools.py)
 Tool = Callable[[Sequence[str], Sequence[str]], list[str]]
+
+
+@dataclass
+class Unrolled:
+    """What `rounds` rounds leave: the final agent's embedded prompt of every round, its last-round
+    prompts and the latents for their slots (a generation with tool calls rebuilds the prompt around its
+    text so far), and the tokens decoded on the way per row (deliberation_public_tests' attempts)."""
+
+    finals: list[Embedded]
+    prompts: list[SplitPrompt]
+    latents: list[dict[str, Tensor]]
+    decoded_tokens: list[int]
 
 
 def edge_key(src: str, dst: str) -> str:
@@ -48,8 +68,11 @@ def d_model(policy: Any) -> int:
 
 class RecursiveMAS(nn.Module):
     def __init__(self, pattern: Pattern, agents: Mapping[str, Any], latent_steps: int = 16,
-                 tool: Tool | None = None, tool_max_new_tokens: int = 128,
-                 gradient_checkpointing: bool = False, link_init: str = "aligned") -> None:
+                 tool: Tool | RunCode | None = None, tool_max_new_tokens: int = 128,
+                 gradient_checkpointing: bool = False, link_init: str = "aligned", max_tool_calls: int = 5) -> None:
+        """`tool`: the pattern's tool (a `Tool` for public_tests, a `RunCode` for python; needed to decode
+        or unroll such a pattern); `tool_max_new_tokens`: each public-tests attempt's budget;
+        `max_tool_calls`: calls per row in a generation with tool calls (the official default, 5)."""
         super().__init__()
         missing = [r for r in pattern.roles if r not in agents]
         if missing:
@@ -57,7 +80,7 @@ class RecursiveMAS(nn.Module):
         if latent_steps < 1:
             raise ValueError(f"latent_steps must be >= 1, got {latent_steps}")
         self.pattern, self.latent_steps = pattern, latent_steps
-        self.tool, self.tool_max_new_tokens = tool, tool_max_new_tokens
+        self.tool, self.tool_max_new_tokens, self.max_tool_calls = tool, tool_max_new_tokens, max_tool_calls
         self.gradient_checkpointing = gradient_checkpointing
         self.agents = dict(agents)  # not submodules: LM weights are not part of the links' state
         for policy in self.agents.values():
@@ -109,28 +132,34 @@ class RecursiveMAS(nn.Module):
     def unroll(self, questions: Sequence[str], rounds: int) -> list[Embedded]:
         """All `rounds` rounds; returns the final agent's embedded prompt of every round (the last one
         is what it decodes from). Gradients flow to the links when called under grad."""
+        return self._rounds(questions, rounds).finals
+
+    def _rounds(self, questions: Sequence[str], rounds: int) -> Unrolled:
         if rounds < 1:
             raise ValueError(f"rounds must be >= 1, got {rounds}")
         with self.precision():
             return self._unroll(questions, rounds)
 
-    def _unroll(self, questions: Sequence[str], rounds: int) -> list[Embedded]:
+    def _unroll(self, questions: Sequence[str], rounds: int) -> Unrolled:
         previous: dict[str, Tensor] = {}
         notes: list[str] | None = None
-        finals: list[Embedded] = []
+        out = Unrolled([], [], [], [0] * len(questions))
         for r in range(rounds):
             current: dict[str, Tensor] = {}
             for role in self.pattern.roles:
-                embedded = self._embed(role, questions, r, current, previous, notes)
+                prompts, latents = self._inputs(role, questions, r, current, previous, notes)
+                embedded = assemble(self.agents[role].model, prompts, latents)
                 if role == self.pattern.final:
-                    finals.append(embedded)
+                    out.finals.append(embedded)
                     if r == rounds - 1:
+                        out.prompts, out.latents = prompts, latents
                         break
-                    if self.tool is not None:
-                        notes = self._run_tool(embedded, questions)
+                    if self.pattern.tool == "public_tests":
+                        notes, decoded = self._run_tool(embedded, questions)
+                        out.decoded_tokens = [a + b for a, b in zip(out.decoded_tokens, decoded, strict=True)]
                 current[role] = self._think(role, embedded)
             previous = current
-        return finals
+        return out
 
     def _think(self, role: str, embedded: Embedded) -> Tensor:
         """`role`'s m latent thoughts. With gradient checkpointing (under grad) the LM's activations of
@@ -141,22 +170,30 @@ class RecursiveMAS(nn.Module):
             return checkpoint(latent_rollout, model, inner, embedded, self.latent_steps, use_reentrant=False)
         return latent_rollout(model, inner, embedded, self.latent_steps)
 
-    def _embed(self, role: str, questions: Sequence[str], r: int, current: Mapping[str, Tensor],
-               previous: Mapping[str, Tensor], notes: Sequence[str] | None) -> Embedded:
+    def _inputs(self, role: str, questions: Sequence[str], r: int, current: Mapping[str, Tensor],
+                previous: Mapping[str, Tensor], notes: Sequence[str] | None) -> tuple[list[SplitPrompt],
+                                                                                      list[dict[str, Tensor]]]:
+        """`role`'s prompts in round `r` and, per row, outer[source->role](source's thoughts) per slot."""
         srcs = self.pattern.sources(role, r)
         incoming = {s: self.outer[edge_key(s, role)]((previous if prev else current)[s]) for s, prev in srcs}
         with_notes = notes is not None and role in self.pattern.feedback
         prompts = [self.prompt(role, q, r, notes[i] if with_notes else None) for i, q in enumerate(questions)]
-        rows = [{s: lat[i] for s, lat in incoming.items()} for i in range(len(questions))]
-        return assemble(self.agents[role].model, prompts, rows)
+        return prompts, [{s: lat[i] for s, lat in incoming.items()} for i in range(len(questions))]
 
-    def _run_tool(self, embedded: Embedded, questions: Sequence[str]) -> list[str]:
-        """The tool caller decodes an attempt (text: a tool needs code) and the tool reports on it."""
-        assert self.tool is not None
+    def _needed_tool(self) -> Any:
+        if self.tool is None:
+            raise ValueError(f"pattern {self.pattern.name!r} calls a tool ({self.pattern.tool}): give "
+                             f"RecursiveMAS(tool=...) (tools.PythonTool or tools.SandboxTool)")
+        return self.tool
+
+    def _run_tool(self, embedded: Embedded, questions: Sequence[str]) -> tuple[list[str], list[int]]:
+        """The tool caller decodes an attempt (text: a tool needs code) and the tool reports on it;
+        returns the reports and the tokens decoded per row."""
+        tool = self._needed_tool()
         with torch.no_grad():
             ids = self.decode(embedded, self.tool_max_new_tokens)
         final = self.agents[self.pattern.final]
-        return self.tool([final.decode(i) for i in ids], questions)
+        return tool([final.decode(i) for i in ids], questions), [len(i) for i in ids]
 
     def decode(self, embedded: Embedded, max_new_tokens: int) -> list[list[int]]:
         final = self.agents[self.pattern.final]
@@ -164,6 +201,14 @@ class RecursiveMAS(nn.Module):
             return greedy_decode(final.model, embedded, max_new_tokens, final.eos_ids)
 
     @torch.no_grad()
-    def answer(self, questions: Sequence[str], rounds: int, max_new_tokens: int) -> list[list[int]]:
-        """Greedy token ids the final agent decodes after `rounds` rounds (eos kept when reached)."""
-        return self.decode(self.unroll(questions, rounds)[-1], max_new_tokens)
+    def answer(self, questions: Sequence[str], rounds: int, max_new_tokens: int) -> list[Reply]:
+        """The final agent's greedy answer after `rounds` rounds (with tool calls for `tool: python`),
+        with every token decoded for the row on the way (eos counted when reached)."""
+        unrolled = self._rounds(questions, rounds)
+        final = self.agents[self.pattern.final]
+        if self.pattern.tool == "python":
+            replies = decode_with_tools(final, unrolled.prompts, unrolled.latents, max_new_tokens,
+                                        self._needed_tool(), self.max_tool_calls)
+        else:
+            replies = [Reply(final.decode(i), len(i)) for i in self.decode(unrolled.finals[-1], max_new_tokens)]
+        return [Reply(r.text, r.decoded_tokens + n) for r, n in zip(replies, unrolled.decoded_tokens, strict=True)]

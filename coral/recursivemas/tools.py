@@ -1,24 +1,58 @@
-"""The python tool of the deliberation pattern, and judging answers: both run code in coral's sandbox.
+"""The tools of the deliberation patterns, and judging answers: all run code in coral's sandbox.
 
-`SandboxTool` takes the tool caller's decoded attempts, runs each on its task's public tests in the
-sandbox and returns a short report per attempt (tests passed, first failure), which the reflector reads
-as text in the next round. `judge` says whether a decoded answer is correct: the task's private tests
-for procedural records, exact match otherwise. Nothing here runs model code on the host.
-This module does NOT decide when the tool is called (system.py).
+`PythonTool` (deliberation, the official flow) runs the code of a `<python>` call the tool caller writes
+in its final generation as a program (no input) and returns what it printed, stderr included, cut to
+`max_chars`. `SandboxTool` (deliberation_public_tests, coral's variant) takes the tool caller's decoded
+attempts, runs each on its task's public tests and returns a short report per attempt (tests passed,
+first failure), which the reflector reads as text in the next round. `judge` says whether a decoded
+answer is correct: the task's private tests for procedural records, exact match otherwise; tool calls and
+their results in an answer are the tool caller's scratch work, not its answer, and are cut out first.
+Nothing here runs model code on the host.
+This module does NOT decide when a tool is called (system.py, toolcalls.py).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coral.agents.parsers import extract_code
 from coral.recursivemas.data import Record
 from coral.sandbox.sandbox import Job
+from coral.trajectory import TestCase
+
+TOOL_SPAN = re.compile(r"<(python|result)>.*?(</\1>|$)", re.DOTALL | re.IGNORECASE)
+
+
+def without_tool_calls(text: str) -> str:
+    """`text` without its `<python>` calls and `<result>` outputs (an unclosed one runs to the end)."""
+    return TOOL_SPAN.sub("", text)
 
 
 def code_of(text: str, entry_point: str = "f") -> str | None:
-    return extract_code(text, entry_point).value
+    return extract_code(without_tool_calls(text), entry_point).value
+
+
+class PythonTool:
+    """Runs each tool call's code as a program in the sandbox; returns its output per call."""
+
+    def __init__(self, sandbox: Any, max_chars: int = 2000) -> None:
+        self.sandbox, self.max_chars = sandbox, max_chars
+
+    def __call__(self, codes: Sequence[str]) -> list[str]:
+        jobs = [Job(code, (TestCase(kind="stdio"),), keep_output=True) for code in codes]
+        out = []
+        for result in self.sandbox.run_many(jobs) if jobs else []:
+            test = result.tests[0] if result.tests else None
+            if result.error or test is None:
+                text = f"[error] {result.error or 'no result'}"
+            elif test.verdict in ("timeout", "memory"):
+                text = f"[{test.verdict}] {test.message}".strip()
+            else:
+                text = test.output.strip() or "[no output]"
+            out.append(text if len(text) <= self.max_chars else text[: self.max_chars] + " [cut]")
+        return out
 
 
 class SandboxTool:
@@ -61,3 +95,13 @@ def judge(sandbox: Any, records: Sequence[Record], answers: Sequence[str]) -> li
     for i, result in zip(where, sandbox.run_many(jobs) if jobs else [], strict=True):
         out[i] = result.passed
     return out
+
+
+def pattern_tool(pattern: Any, sandbox: Any, records: Sequence[Record]) -> Any:
+    """The tool `pattern` calls (patterns.py): a PythonTool, a SandboxTool on `records`' public tests, or
+    None for a pattern without one."""
+    if pattern.tool == "python":
+        return PythonTool(sandbox)
+    if pattern.tool == "public_tests":
+        return SandboxTool(sandbox, records)
+    return None

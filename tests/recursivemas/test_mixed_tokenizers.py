@@ -97,13 +97,13 @@ def test_latents_land_at_the_slot_of_the_other_tokenizers_prompt(mixed_agents):
     seen: list[torch.Tensor] = []
     mas.outer[edge_key("planner", "critic")].register_forward_hook(lambda m, i, o: seen.append(o.detach()))
     captured = {}
-    original = mas._embed
+    original = mas._think
 
-    def spy(role, *args):
-        captured[role] = original(role, *args)
-        return captured[role]
+    def spy(role, embedded):  # the embedded prompt a role thinks from
+        captured[role] = embedded
+        return original(role, embedded)
 
-    mas._embed = spy
+    mas._think = spy
     with torch.no_grad():
         mas.unroll(["q one", "a longer question two"], rounds=1)
     critic_prompt = captured["critic"]
@@ -137,5 +137,5 @@ def test_the_outer_loss_reaches_round_ones_links_across_tokenizers_and_answers_d
     assert torch.isfinite(loss) and len(ces) == 1
     assert mas.outer[edge_key("planner", "critic")].w1.weight.grad.abs().sum() > 0
     assert mas.outer[edge_key("solver", "planner")].w1.weight.grad.abs().sum() > 0  # the feedback edge
-    ids = mas.answer(["question 0"], rounds=2, max_new_tokens=3)
-    assert 1 <= len(ids[0]) <= 3
+    replies = mas.answer(["question 0"], rounds=2, max_new_tokens=3)
+    assert 1 <= replies[0].decoded_tokens <= 3

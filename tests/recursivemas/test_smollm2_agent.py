@@ -53,7 +53,7 @@ def test_smollm2_and_a_tiny_agent_train_links_only_and_decode(tmp_path):
     for role, agent in agents.items():
         assert all(torch.equal(a, b) for a, b in zip(lm_before[role], agent.model.parameters(), strict=True)), role
 
-    ids = system.answer([r.question for r in train], rounds=2, max_new_tokens=4)
-    assert [1 <= len(row) <= 4 for row in ids] == [True, True]
+    replies = system.answer([r.question for r in train], rounds=2, max_new_tokens=4)
+    assert [1 <= r.decoded_tokens <= 4 for r in replies] == [True, True]
     texts, tokens = run_text_mas(system.pattern, agents, train, rounds=1, max_new_tokens=4)
     assert len(texts) == 2 and all(1 <= n <= 8 for n in tokens)  # two agents decode up to 4 tokens each

@@ -14,8 +14,8 @@ def test_sequential_agents_of_two_widths_decode_after_three_rounds(two_width_age
     assert (link.w1.in_features, link.w2.out_features) == (32, 48)
     assert mas.outer[edge_key("critic", "solver")].w3.weight.shape == (32, 48)
     assert mas.inner["critic"].w1.in_features == 48
-    ids = mas.answer(["keep the even numbers", "reverse the string s"], rounds=3, max_new_tokens=5)
-    assert len(ids) == 2 and all(1 <= len(row) <= 5 for row in ids)
+    replies = mas.answer(["keep the even numbers", "reverse the string s"], rounds=3, max_new_tokens=5)
+    assert len(replies) == 2 and all(1 <= r.decoded_tokens <= 5 for r in replies)
     assert "links total" in mas.describe()
 
 
@@ -50,7 +50,8 @@ def test_every_pattern_runs_two_rounds(two_width_agents):
     pool = list(two_width_agents.values())
     for pattern in PATTERNS.values():
         agents = {role: pool[i % len(pool)] for i, role in enumerate(pattern.roles)}
-        mas = RecursiveMAS(pattern, agents, latent_steps=2)
+        mas = RecursiveMAS(pattern, agents, latent_steps=2, tool=lambda attempts, questions: ["ok"] * len(attempts),
+                           tool_max_new_tokens=2)
         with torch.no_grad():
             finals = mas.unroll(["q"], rounds=2)
         assert len(finals) == 2, pattern.name

@@ -1,4 +1,4 @@
-"""Deliberation's python tool in the sandbox, its report in the reflector's next prompt, and judging."""
+"""The deliberation patterns' tools in the sandbox, where their output goes, and judging."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_judge_without_a_task_is_exact_match():
     assert judge(None, [rec, rec], [" a1\n", "a2"]) == [True, False]
 
 
-def test_deliberation_feeds_the_tool_report_to_the_reflectors_next_prompt(two_width_agents):
+def test_deliberation_public_tests_feeds_the_tool_report_to_the_reflectors_next_prompt(two_width_agents):
     calls: list[tuple[list[str], list[str]]] = []
 
     def tool(attempts, questions):
@@ -38,7 +38,8 @@ def test_deliberation_feeds_the_tool_report_to_the_reflectors_next_prompt(two_wi
         return [f"REPORT-{i}" for i in range(len(attempts))]
 
     agents = {"reflector": two_width_agents["critic"], "tool_caller": two_width_agents["solver"]}
-    mas = RecursiveMAS(PATTERNS["deliberation"], agents, latent_steps=2, tool=tool, tool_max_new_tokens=4)
+    mas = RecursiveMAS(PATTERNS["deliberation_public_tests"], agents, latent_steps=2, tool=tool,
+                       tool_max_new_tokens=4)
     seen = []
     original = mas.prompt
     mas.prompt = lambda role, q, r, notes=None: seen.append((role, r, notes)) or original(role, q, r, notes)

@@ -7,11 +7,20 @@ import pytest
 import torch
 
 from coral.policy.tiny import build_tokenizer
+from coral.recursivemas.agents import text_sources
 from coral.recursivemas.config import InnerLoopConfig, OuterLoopConfig, RecursiveMASConfig
 from coral.recursivemas.data import Record
 from coral.recursivemas.patterns import PATTERNS
 from coral.recursivemas.system import RecursiveMAS, edge_key
-from coral.recursivemas.train import load_links, new_state, outer_loss, outer_step, restore, train_links
+from coral.recursivemas.train import (
+    inner_loss,
+    load_links,
+    new_state,
+    outer_loss,
+    outer_step,
+    restore,
+    train_links,
+)
 from coral.train.loop import Run
 from coral.train.loop import new_state as new_trainer_state
 from tests.recursivemas.conftest import tiny_agent
@@ -48,32 +57,61 @@ def test_an_outer_step_changes_the_outer_links_and_nothing_else(tmp_path, two_wi
         assert all(p.grad is None for p in agent.model.parameters())
 
 
-def test_round_one_links_get_gradient_only_through_the_later_rounds(two_width_agents):
-    mas = RecursiveMAS(PATTERNS["sequential"], two_width_agents, latent_steps=2)
-    mas.inner.requires_grad_(False)
-    outputs: list[torch.Tensor] = []
-
-    def keep(module, inputs, output):
-        output.retain_grad()
-        outputs.append(output)
-
-    mas.outer[edge_key("critic", "solver")].register_forward_hook(keep)
-    loss, ces = outer_loss(mas, RECORDS[:2], rounds=2)  # CE on the last round only
-    loss.backward()
-    round_one, round_two = outputs
-    # round 1's critic -> solver latents reach the loss only via the solver's thoughts, the feedback
-    # edge to the planner, and all of round 2
-    assert round_one.grad is not None and round_one.grad.abs().sum() > 0
-    assert round_two.grad.abs().sum() > 0
-    assert len(ces) == 1
-
-
 def test_earlier_rounds_can_be_weighted_into_the_loss(two_width_agents):
     mas = RecursiveMAS(PATTERNS["sequential"], two_width_agents, latent_steps=2)
     with torch.no_grad():
         loss, ces = outer_loss(mas, RECORDS[:2], rounds=3, earlier_round_weight=0.5)
     assert len(ces) == 3
     assert loss.item() == pytest.approx(ces[-1] + 0.5 * (ces[0] + ces[1]) / 2, rel=1e-5)
+
+
+def _hidden_states(agent, ids: list[int]) -> torch.Tensor:
+    """Last hidden states (after the final norm) of one unpadded sequence, as the official code takes them."""
+    return agent.model(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states[-1][0]
+
+
+def test_the_inner_loss_pairs_each_hidden_state_with_the_next_tokens_embedding(two_width_agents):
+    """Eq. 5 by hand: for gold token x_{t+1}, 1 - cos(inner(h_t), Emb(x_{t+1})), h_t the state at x_t."""
+    agents = {"expert": two_width_agents["critic"], "learner": two_width_agents["solver"]}
+    mas = RecursiveMAS(PATTERNS["distillation"], agents, latent_steps=2)
+    batch = RECORDS[:2]
+    got = inner_loss(mas, batch)
+    for role, agent in agents.items():
+        right, shifted = [], []
+        for rec in batch:
+            prompt = agent.encode(agent.render(mas.pattern.prompt(role, rec.question, text_sources(mas.pattern, role, rec))))
+            gold = agent.encode(rec.field(mas.pattern.gold[role]))
+            ids = prompt + gold
+            with torch.no_grad():
+                h, emb = _hidden_states(agent, ids), agent.model.get_input_embeddings()(torch.tensor(ids))
+                for t in range(len(prompt), len(ids)):  # position t holds gold token x_t
+                    right.append(1 - torch.cosine_similarity(mas.inner[role](h[t - 1]), emb[t], dim=0))
+                    shifted.append(1 - torch.cosine_similarity(mas.inner[role](h[t]), emb[t], dim=0))
+        expected, off_by_one = torch.stack(right).mean(), torch.stack(shifted).mean()
+        assert got[role].item() == pytest.approx(expected.item(), abs=1e-5), role
+        assert abs(expected.item() - off_by_one.item()) > 1e-2, role  # the pairing is what the test sees
+
+
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+def test_the_outer_loss_reaches_every_outer_link_in_every_round_from_two_rounds_on(two_width_agents, pattern):
+    """Eq. 6: CE of the final agent's answer in the last round only, yet every outer link gets gradient
+    through each of its uses, round 1's included (through the feedback edge and the later rounds)."""
+    pool = list(two_width_agents.values())
+    agents = {role: pool[i % len(pool)] for i, role in enumerate(PATTERNS[pattern].roles)}
+    feedback = {edge_key(s, d) for d, srcs in PATTERNS[pattern].feedback.items() for s in srcs}
+    for rounds in (1, 2, 3) if pattern == "sequential" else (1, 2):  # R=3 for one pattern: seconds each
+        mas = RecursiveMAS(PATTERNS[pattern], agents, latent_steps=2, tool_max_new_tokens=2,
+                           tool=lambda attempts, questions: ["report"] * len(attempts))
+        mas.inner.requires_grad_(False)
+        uses: dict[str, list[torch.Tensor]] = {key: [] for key in mas.outer}
+        for key, link in mas.outer.items():
+            link.register_forward_hook(lambda m, i, out, key=key, uses=uses: out.retain_grad() or uses[key].append(out))
+        loss, _ = outer_loss(mas, RECORDS[:1], rounds=rounds)
+        loss.backward()
+        for key, outs in uses.items():  # a feedback edge acts from round 2 on, every other edge every round
+            assert len(outs) == rounds - (key in feedback), (pattern, rounds, key)
+            assert all(out.grad is not None and out.grad.abs().sum() > 0 for out in outs), (pattern, rounds, key)
+            assert not outs or all(p.grad.abs().sum() > 0 for p in mas.outer[key].parameters()), (pattern, key)
 
 
 def test_the_inner_loss_falls(tmp_path):
