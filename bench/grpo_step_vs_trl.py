@@ -86,7 +86,7 @@ from coral.policy import GenerationRequest, HFPolicy, SamplingParams, load_polic
 from coral.procmem import proc_hwm_kb, proc_rss_kb, reset_peak
 from coral.train.grpo import AgentLearner, GRPOConfig, assign_advantages
 from coral.train.losses import LossConfig
-from coral.trajectory import Turn
+from coral.trajectory import Credit, Turn
 
 CLIP_EPS = 0.2
 MAX_GRAD_NORM = 1.0
@@ -166,10 +166,10 @@ class CoralStepper:
         turns = [
             Turn(agent="policy", role="policy", call_index=0, prompt="", text=c.text,
                  prompt_ids=c.prompt_ids, completion_ids=c.completion_ids, logprobs=c.logprobs,
-                 reward=lowercase_fraction(c.text), metadata={"task_id": i})
+                 reward=lowercase_fraction(c.text), credit=Credit(str(i)))
             for c, i in zip(completions, self.prompt_index, strict=True)
         ]
-        assign_advantages(turns, key=lambda t: t.metadata["task_id"], estimator="grpo")
+        assign_advantages(turns, key=lambda t: t.credit.task_id, estimator="grpo")
         scored = time.perf_counter()
         for key, value in self.learner.update(turns).items():
             self.metrics[key].append(value)

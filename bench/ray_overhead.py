@@ -78,8 +78,8 @@ def rl_step(policies: dict[str, Any], learners: dict[str, Any], sandbox: Any, ta
     t1 = time.perf_counter()
     results = judge(sandbox, [by_id[tr.task_id] for tr in trajs], programs)
     t2 = time.perf_counter()
-    for turn, (public, private) in zip(coder_turns, results, strict=True):
-        turn.reward = (public.num_passed + private.num_passed) / max(len(public.tests) + len(private.tests), 1)
+    for turn, verdicts in zip(coder_turns, results, strict=True):
+        turn.reward = verdicts.all.pass_fraction
     plan_rewards: dict[int, list[float]] = {}
     for tr, turn in zip(trajs, coder_turns, strict=True):
         plan_rewards.setdefault(id(tr.turns[0]), []).append(turn.reward)
@@ -88,7 +88,7 @@ def rl_step(policies: dict[str, Any], learners: dict[str, Any], sandbox: Any, ta
         if t.role == "planner":
             t.reward = sum(plan_rewards[id(t)]) / len(plan_rewards[id(t)])
     # CoRe-Code's groups: a planner's plans of one task; a coder's codes of one plan
-    assign_advantages(turns, lambda t: (t.role, t.metadata["task_id"], t.metadata["plan_id"] if t.role == "coder" else 0))
+    assign_advantages(turns, lambda t: (t.role, t.credit.task_id, t.credit.plan_id if t.role == "coder" else 0))
     t3 = time.perf_counter()
     metrics = {role: learners[role].update([t for t in turns if t.role == role]) for role in learners}
     seconds = {"rollout_s": t1 - t0, "reward_s": t2 - t1, "update_s": time.perf_counter() - t3}

@@ -39,7 +39,7 @@ def sample_record(traj: Trajectory, index: int, workflow: str, prompt_style: str
         "prompt_style": prompt_style,
         "turns": [{"agent": t.agent, "role": t.role, "text": t.text, "parsed": t.parsed,
                    "parse_error": t.parse_error, "completion_tokens": len(t.completion_ids) or
-                   t.metadata.get("usage", {}).get("completion_tokens", 0)} for t in traj.turns],
+                   (t.usage or {}).get("completion_tokens", 0)} for t in traj.turns],
         "code": traj.code,
         "public": to_dict(traj.public),
         "private": to_dict(traj.private),

@@ -1,4 +1,4 @@
-"""The shared nouns of coral: Task, TestCase, execution results, Turn, Trajectory, Node.
+"""The shared nouns of coral: Task, TestCase, execution results, Verdicts, Turn (with its Credit), Trajectory, Node.
 
 Everything that crosses a process boundary (rollout workers, sandbox, JSONL logs) is one of these
 plain dataclasses, and each round-trips through `to_dict` / `from_dict` as JSON-safe data.
@@ -148,9 +148,57 @@ class ExecutionResult:
         return "\n".join(lines)[:max_chars]
 
 
+@dataclass(frozen=True)
+class Verdicts:
+    """One code's verdicts on a task's public and private tests, as `judge` returns them."""
+
+    public: ExecutionResult
+    private: ExecutionResult
+
+    @property
+    def all(self) -> ExecutionResult:
+        """One result over all the task's tests (a training task's code is rewarded on all of them)."""
+        return ExecutionResult(self.public.tests + self.private.tests, self.public.error)
+
+    @property
+    def passed(self) -> bool:
+        return self.private.passed
+
+
+@dataclass(frozen=True)
+class Credit:
+    """Where a turn stands in its workflow: the keys that its reward and its GRPO group are found by.
+
+    A chain's turns know their task and, by role, the retrieval, plan and code (sample) they belong to; a
+    debugger's rewrite also its round and rewrite index; a tree node's turn its node and parent index."""
+
+    task_id: str
+    retrieval_id: int | None = None
+    plan_id: int | None = None
+    sample_id: int | None = None
+    debug_round: int | None = None
+    rewrite: int | None = None
+    node: int | None = None
+    parent: int | None = None
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """What a debugger turn was given (the code and its verdicts) and whether its trajectory went on with
+    its own rewrite."""
+
+    given_code: str | None
+    given: Verdicts
+    chosen: bool
+
+
 @dataclass
 class Turn:
-    """One call of one agent: what it saw, what it sampled, and what it earned."""
+    """One call of one agent: what it saw, what it sampled, and what it earned.
+
+    `credit` says where the turn stands in its workflow, `verdicts` are those of the code it wrote (a turn
+    that writes no code has none), `rewrite` what a debugger was given. `usage` is what a server reported
+    (prompt and completion tokens); `seed` the sampling seed of its request (None: greedy or unseeded)."""
 
     agent: str
     role: str
@@ -164,23 +212,35 @@ class Turn:
     parse_error: str | None = None
     reward: float | None = None
     advantage: float | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    seed: int | None = None
+    credit: Credit | None = None
+    verdicts: Verdicts | None = None
+    rewrite: Rewrite | None = None
 
 
 @dataclass
 class Trajectory:
-    """One run of a workflow on one task."""
+    """One run of a workflow on one task: its turns, the code it ended with and that code's verdicts."""
 
     task_id: str
     turns: list[Turn] = field(default_factory=list)
     code: str | None = None
-    public: ExecutionResult | None = None
-    private: ExecutionResult | None = None
+    verdicts: Verdicts | None = None
     metrics: dict[str, float] = field(default_factory=dict)
 
     @property
+    def public(self) -> ExecutionResult | None:
+        return self.verdicts.public if self.verdicts is not None else None
+
+    @property
+    def private(self) -> ExecutionResult | None:
+        return self.verdicts.private if self.verdicts is not None else None
+
+    @property
     def passed(self) -> bool:
-        return self.private is not None and self.private.passed
+        return self.verdicts is not None and self.verdicts.passed
 
     def turns_of(self, role: str) -> list[Turn]:
         return [t for t in self.turns if t.role == role]
@@ -189,7 +249,7 @@ class Trajectory:
 @dataclass
 class Node:
     """A node of a search tree (MARS2). `parent` is the index of the parent node in the tree's node
-    list, None only for the root (which holds no code)."""
+    list, None only for the root (which holds no code and no verdicts)."""
 
     index: int
     parent: int | None
@@ -197,15 +257,22 @@ class Node:
     agent: str | None
     code: str | None = None
     turn: Turn | None = None
-    public: ExecutionResult | None = None
-    private: ExecutionResult | None = None
+    verdicts: Verdicts | None = None
     visits: int = 0
     value: float = 0.0
     children: list[int] = field(default_factory=list)
 
     @property
+    def public(self) -> ExecutionResult | None:
+        return self.verdicts.public if self.verdicts is not None else None
+
+    @property
+    def private(self) -> ExecutionResult | None:
+        return self.verdicts.private if self.verdicts is not None else None
+
+    @property
     def score(self) -> float:
-        return self.public.pass_fraction if self.public is not None else 0.0
+        return self.verdicts.public.pass_fraction if self.verdicts is not None else 0.0
 
 
 # --------------------------------------------------------------------------- serialisation
@@ -243,8 +310,20 @@ def task_from_dict(d: Mapping[str, Any]) -> Task:
     )
 
 
+def _verdicts_from(d: Mapping[str, Any] | None) -> Verdicts | None:
+    if d is None:
+        return None
+    return Verdicts(public=_results_from(d["public"]), private=_results_from(d["private"]))  # type: ignore[arg-type]
+
+
 def turn_from_dict(d: Mapping[str, Any]) -> Turn:
-    return Turn(**dict(d))
+    d = dict(d)
+    d["credit"] = Credit(**d["credit"]) if d.get("credit") else None
+    d["verdicts"] = _verdicts_from(d.get("verdicts"))
+    if d.get("rewrite"):
+        r = d["rewrite"]
+        d["rewrite"] = Rewrite(r["given_code"], _verdicts_from(r["given"]), r["chosen"])  # type: ignore[arg-type]
+    return Turn(**d)
 
 
 def trajectory_from_dict(d: Mapping[str, Any]) -> Trajectory:
@@ -252,8 +331,7 @@ def trajectory_from_dict(d: Mapping[str, Any]) -> Trajectory:
         task_id=d["task_id"],
         turns=[turn_from_dict(t) for t in d["turns"]],
         code=d.get("code"),
-        public=_results_from(d.get("public")),
-        private=_results_from(d.get("private")),
+        verdicts=_verdicts_from(d.get("verdicts")),
         metrics=dict(d.get("metrics", {})),
     )
 
@@ -261,6 +339,5 @@ def trajectory_from_dict(d: Mapping[str, Any]) -> Trajectory:
 def node_from_dict(d: Mapping[str, Any]) -> Node:
     d = dict(d)
     d["turn"] = turn_from_dict(d["turn"]) if d.get("turn") else None
-    d["public"] = _results_from(d.get("public"))
-    d["private"] = _results_from(d.get("private"))
+    d["verdicts"] = _verdicts_from(d.get("verdicts"))
     return Node(**d)

@@ -57,11 +57,11 @@ def main() -> None:
             cells: collections.Counter = collections.Counter()
             by_len: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0])
             wrong = []
-            for task, traj, (pub, priv) in zip(tasks, trajs, gold_results, strict=True):
+            for task, traj, gold in zip(tasks, trajs, gold_results, strict=True):
                 plan = (traj.turns_of("planner")[0].parsed or "").strip()
                 exact = plan == task.metadata["gold_plan"].strip()
                 passed = traj.public.passed and traj.private.passed
-                cells[(exact, passed, pub.passed and priv.passed)] += 1
+                cells[(exact, passed, gold.public.passed and gold.private.passed)] += 1
                 by_len[len(task.metadata["composition"])][0] += passed
                 by_len[len(task.metadata["composition"])][1] += 1
                 if not exact and len(wrong) < args.examples:

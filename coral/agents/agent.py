@@ -125,8 +125,8 @@ class Agent:
                 prompt=req.messages[-1]["content"], text=comp.text,
                 prompt_ids=list(comp.prompt_ids), completion_ids=list(comp.completion_ids),
                 logprobs=list(comp.logprobs), parsed=parsed.value, parse_error=parsed.error,
-                metadata={"finish_reason": comp.finish_reason, **({"usage": comp.usage} if comp.usage else {}),
-                          **({"seed": req.sampling.seed} if req.sampling.seed is not None else {})},
+                finish_reason=comp.finish_reason, usage=dict(comp.usage) if comp.usage else None,
+                seed=req.sampling.seed,
             ))
         return turns
 

@@ -95,9 +95,9 @@ def failing_mutants(tasks: Sequence[Task], per_task: int, seed: int, sandbox: An
         random.Random(f"{seed}:{task.id}").shuffle(candidates)
         jobs += [(task, code) for code in candidates[:MUTANT_CANDIDATES * per_task]]
     found: dict[str, list[tuple[str, str]]] = {t.id: [] for t in todo}
-    for (task, code), (public, _) in zip(jobs, judge(sandbox, [t for t, _ in jobs], [c for _, c in jobs]), strict=True):
-        if not public.passed and len(found[task.id]) < per_task:
-            found[task.id].append((code, public.feedback(task.public_tests)))
+    for (task, code), verdicts in zip(jobs, judge(sandbox, [t for t, _ in jobs], [c for _, c in jobs]), strict=True):
+        if not verdicts.public.passed and len(found[task.id]) < per_task:
+            found[task.id].append((code, verdicts.public.feedback(task.public_tests)))
     for task in todo:
         _DEBUG_CACHE[keys[task.id]] = found[task.id]
     return {t.id: _DEBUG_CACHE[keys[t.id]] for t in tasks}

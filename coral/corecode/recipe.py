@@ -36,7 +36,7 @@ from coral.config import UserInputError
 from coral.corecode.config import RESUMABLE_CHANGES, CoReCodeConfig
 from coral.corecode.evaluate import EvalSet, eval_sets, evaluate_sets, paired_change_between
 from coral.corecode.fork import fork_cold_start, save_cold_start
-from coral.corecode.rewards import all_tests, score_chain, score_debugger, written_result
+from coral.corecode.rewards import score_chain, score_debugger, written_result
 from coral.corecode.setup import (
     build_policies,
     make_agents,
@@ -54,7 +54,7 @@ from coral.train.checkpoints import TrainedAgent
 from coral.train.grpo import assign_advantages, grouped_rewards, reward_spread, unique_turns
 from coral.train.loop import Run, drive, log_evaluation, log_sft_curves, new_state
 from coral.train.rewards import CodeReward, RewardFn
-from coral.trajectory import ExecutionResult, Task
+from coral.trajectory import ExecutionResult, Task, Turn
 from coral.workflows.chain import run_chain
 from coral.workflows.common import judge
 
@@ -198,16 +198,18 @@ def group_key(cfg: CoReCodeConfig):
     """GRPO groups: the retriever's retrievals of one task; the planner's plans of one retrieval (of one task
     without a retriever); the coder's codes of one plan (or task); the debugger's rewrites of one code (or
     task) in one round."""
-    def key(turn):
-        md = turn.metadata
+    def key(turn: Turn) -> tuple:
+        c = turn.credit
+        if c is None:
+            raise ValueError(f"{turn.role} turn of agent {turn.agent!r} has no credit: it has no GRPO group")
         if turn.role == "coder" and cfg.coder_group == "plan":
-            return ("coder", md["task_id"], md["plan_id"])
-        if turn.role == "planner" and "retrieval_id" in md:
-            return ("planner", md["task_id"], md["retrieval_id"])
+            return ("coder", c.task_id, c.plan_id)
+        if turn.role == "planner" and c.retrieval_id is not None:
+            return ("planner", c.task_id, c.retrieval_id)
         if turn.role == "debugger":
-            per_round = ("debugger", md["task_id"], md["debug_round"])
-            return per_round + (md["sample_id"],) if cfg.debugger_group == "code" else per_round
-        return (turn.role, md["task_id"])
+            per_round = ("debugger", c.task_id, c.debug_round)
+            return per_round + (c.sample_id,) if cfg.debugger_group == "code" else per_round
+        return (turn.role, c.task_id)
     return key
 
 
@@ -242,7 +244,7 @@ def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dic
         metrics.update({f"{role}/{k}": v for k, v in spread.items()})
         if role in learners:
             metrics.update({f"{role}/{k}": v for k, v in learners[role].update(mine).items()})
-    final = [all_tests((tr.public, tr.private)) for tr in trajs]
+    final = [written_result(tr.turns[-1]) for tr in trajs]  # the code each trajectory ended with
     metrics["pass_rate"] = sum(r.passed for r in final) / len(final)
     if "debugger" in agents:
         metrics["coder_pass_rate"] = sum(r.passed for r in results) / len(results)
@@ -270,8 +272,8 @@ def reference_results(tasks: Sequence[Task], sandbox: SandboxProtocol) -> dict[s
     """Each task's reference solution on all its tests; a failing reference is an error (it would
     silently zero every efficiency bonus)."""
     refs = {}
-    for task, (pub, priv) in zip(tasks, judge(sandbox, tasks, [t.reference for t in tasks]), strict=True):
-        refs[task.id] = ExecutionResult(pub.tests + priv.tests, pub.error)
+    for task, verdicts in zip(tasks, judge(sandbox, tasks, [t.reference for t in tasks]), strict=True):
+        refs[task.id] = verdicts.all
         if not refs[task.id].passed:
             raise RuntimeError(f"reference solution of task {task.id!r} fails its own tests in the sandbox: "
                                f"{refs[task.id].feedback(task.all_tests)}")

@@ -16,19 +16,12 @@ from coral.train.rewards import RewardFn
 from coral.trajectory import ExecutionResult, Task, Trajectory, Turn
 
 
-def all_tests(verdicts: tuple[ExecutionResult, ExecutionResult]) -> ExecutionResult:
-    """One result over the public and the private tests of a (public, private) pair (training rewards
-    score a training task's code on all its tests)."""
-    public, private = verdicts
-    return ExecutionResult(public.tests + private.tests, public.error)
-
-
 def written_result(turn: Turn) -> ExecutionResult:
-    """All-tests result of the code `turn` wrote (the chain keeps it in metadata["verdicts"])."""
-    if "verdicts" not in turn.metadata:
-        raise ValueError(f"{turn.role} turn of agent {turn.agent!r} has no metadata['verdicts']: the chain did not "
+    """All-tests result of the code `turn` wrote (the chain keeps its verdicts on the turn)."""
+    if turn.verdicts is None:
+        raise ValueError(f"{turn.role} turn of agent {turn.agent!r} has no verdicts: the chain did not "
                          "judge its code, so it cannot be rewarded")
-    return all_tests(turn.metadata["verdicts"])
+    return turn.verdicts.all
 
 
 def score_chain(trajs: Sequence[Trajectory], results: Sequence[ExecutionResult],
@@ -66,13 +59,17 @@ def score_debugger(trajs: Sequence[Trajectory], references: Mapping[str, Executi
         for turn in traj.turns_of("debugger"):
             r = float(reward_fn(task, turn.parsed, written_result(turn), ref))
             if mode == "improvement":
-                r -= float(reward_fn(task, turn.metadata["given_code"], all_tests(turn.metadata["given"]), ref))
+                if turn.rewrite is None:
+                    raise ValueError(f"debugger turn of agent {turn.agent!r} does not say what it was given: "
+                                     "its improvement cannot be rewarded")
+                r -= float(reward_fn(task, turn.rewrite.given_code, turn.rewrite.given.all, ref))
             turn.reward = r
 
 
 def _credit_key(turn: Turn) -> tuple[str, str, int]:
     field = "plan_id" if turn.role == "planner" else "retrieval_id"
-    if field not in turn.metadata or "task_id" not in turn.metadata:
-        raise ValueError(f"{turn.role} turn of agent {turn.agent!r} has no task_id/{field} metadata: "
+    index = getattr(turn.credit, field) if turn.credit is not None else None
+    if index is None:
+        raise ValueError(f"{turn.role} turn of agent {turn.agent!r} has no task_id/{field} credit: "
                          f"cannot credit its {'plan' if turn.role == 'planner' else 'retrieval'}")
-    return turn.role, turn.metadata["task_id"], int(turn.metadata[field])
+    return turn.role, turn.credit.task_id, int(index)

@@ -48,7 +48,7 @@ from coral.train.loop import Run, drive, log_evaluation, log_sft_curves, new_sta
 from coral.train.rewards import CodeReward, RewardFn
 from coral.train.sft import SFTConfig, SFTExample, code_block
 from coral.train.sft_parallel import train_sft_many
-from coral.trajectory import ExecutionResult, Task
+from coral.trajectory import Task
 from coral.workflows.common import judge
 
 AGENT_SHAPES = ((128, 4), (96, 3), (128, 3), (96, 4))  # (d_model, n_layers): the agents are different models
@@ -152,7 +152,8 @@ def refine_sft_examples(tasks: Sequence[Task], sandbox: SandboxProtocol, limit: 
             picked.append((task, rng.choice(options)))
     results = judge(sandbox, [t for t, _ in picked], [m for _, m in picked])
     out = []
-    for (task, mutant), (public, _) in zip(picked, results, strict=True):
+    for (task, mutant), verdicts in zip(picked, results, strict=True):
+        public = verdicts.public
         if public.passed:
             continue
         ctx = {"problem": task.prompt.strip(), "code": mutant, "feedback": public.feedback(task.public_tests)}
@@ -225,9 +226,7 @@ def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Seq
     per_agent: dict[str, list[Any]] = {a.id: [] for a in agents}
     rewards_all, per_tree = [], []
     for tree in trees:
-        rewards = [float(reward_fn(by_id[tree.task_id], n.code, ExecutionResult(n.public.tests + n.private.tests,
-                                                                                n.public.error), None))
-                   for n in tree.nodes[1:]]
+        rewards = [float(reward_fn(by_id[tree.task_id], n.code, n.verdicts.all, None)) for n in tree.nodes[1:]]
         rewards_all += rewards
         per_tree.append(rewards)
         for node, r, adv in zip(tree.nodes[1:], rewards, node_advantages(tree, rewards, cfg)[1:], strict=True):

@@ -40,7 +40,7 @@ from typing import Any
 from coral.agents import TEMPLATES, Agent, extract_code
 from coral.mars2.tree_select import SELECTORS, Expansion, PublicView, search_score
 from coral.seeding import sampling_seed
-from coral.trajectory import ExecutionResult, Node, Task, Turn, node_from_dict, to_dict
+from coral.trajectory import Credit, Node, Task, Turn, Verdicts, node_from_dict, to_dict
 from coral.workflows.common import judge, problem_text, task_keys
 
 SOLVE, REFINE = "solver", "refiner"  # the role (and template) of root children / deeper children
@@ -98,12 +98,12 @@ class Tree:
         """Whether any node passes its private tests."""
         return any(n.private is not None and n.private.passed for n in self.nodes[1:])
 
-    def add(self, parent: int, agent: str, code: str | None, turn: Turn | None,
-            public: ExecutionResult | None, private: ExecutionResult | None, score: float) -> Node:
+    def add(self, parent: int, agent: str, code: str | None, turn: Turn | None, verdicts: Verdicts | None,
+            score: float) -> Node:
         """Append a child of `parent`; visits/value of it and its ancestors count it (value = mean
         search score over the subtree)."""
         node = Node(index=len(self.nodes), parent=parent, depth=self.nodes[parent].depth + 1, agent=agent,
-                    code=code, turn=turn, public=public, private=private)
+                    code=code, turn=turn, verdicts=verdicts)
         self.nodes.append(node)
         self.nodes[parent].children.append(node.index)
         up: int | None = node.index
@@ -231,10 +231,10 @@ def search(tasks: Sequence[Task], agents: Sequence[Agent], sandbox: Any, cfg: Tr
         plan = _plan_step(out, active, agent_ids, cfg, step, tkeys)
         turns = _generate(tasks, out, agents, plan, lockstep, step, _request_keys(out, plan, tkeys))
         verdicts = judge(sandbox, [tasks[i] for i, _ in plan], [t.parsed for t in turns])
-        for (i, (parent, agent_id)), turn, (public, private) in zip(plan, turns, verdicts, strict=True):
-            node = out[i].add(parent, agent_id, turn.parsed, turn, public, private,
-                              search_score(public, cfg.binary_score))
-            turn.metadata.update(task_id=tasks[i].id, node=node.index, parent=parent)
+        for (i, (parent, agent_id)), turn, verdict in zip(plan, turns, verdicts, strict=True):
+            node = out[i].add(parent, agent_id, turn.parsed, turn, verdict,
+                              search_score(verdict.public, cfg.binary_score))
+            turn.credit, turn.verdicts = Credit(tasks[i].id, node=node.index, parent=parent), verdict
         if on_step is not None:
             on_step(out)
 

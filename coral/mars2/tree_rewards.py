@@ -56,7 +56,8 @@ def validate_tree(parents: Sequence[int | None]) -> None:
     reaches_root = [False] * n
     reaches_root[0] = True
     for start in range(1, n):
-        path, node = [], start
+        path: list[int] = []
+        node = start
         while not reaches_root[node]:
             if node in path:
                 cycle = path[path.index(node) :]

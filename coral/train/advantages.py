@@ -47,7 +47,8 @@ def _dense_ids(groups: Groups, n: int, device: torch.device, what: str) -> Tenso
         raise ValueError(f"{what} ids must be an integer tensor [N], got {ids.dtype} {tuple(ids.shape)}")
     if ids.shape[0] != n:
         raise ValueError(f"rewards has {n} entries but {what} ids have {ids.shape[0]}")
-    return torch.unique(ids, return_inverse=True)[1].to(device)
+    inverse: Tensor = torch.unique(ids, return_inverse=True)[1]
+    return inverse.to(device)
 
 
 def _validated(rewards: Tensor, groups: Groups) -> tuple[Tensor, Tensor]:

@@ -51,7 +51,7 @@ def assign_advantages(turns: Sequence[Turn], key: GroupKey, estimator: str = "gr
     if missing:
         t = missing[0]
         raise ValueError(f"{len(missing)} turns have no reward (first: agent {t.agent!r}, "
-                         f"task {t.metadata.get('task_id')!r})")
+                         f"task {t.credit.task_id if t.credit else None!r})")
     rewards = torch.tensor([float(t.reward) for t in turns], dtype=torch.float32)
     adv = ADVANTAGES[estimator](rewards, group_ids([key(t) for t in turns]), scopes=[t.agent for t in turns])
     for t, a in zip(turns, adv.tolist(), strict=True):

@@ -133,7 +133,10 @@ def aggregate(loss: Tensor, mask: Tensor, norm: str, max_tokens: int | None = No
 
 def _check_inputs(cfg: LossConfig, tensors: dict[str, Tensor | None], advantages: Tensor) -> None:
     """Shapes: every [B, T] input equals logprobs' shape; advantages is [B]."""
-    shape = tuple(tensors["logprobs"].shape)
+    logprobs = tensors["logprobs"]
+    if logprobs is None:
+        raise ValueError("logprobs are required")
+    shape = tuple(logprobs.shape)
     if len(shape) != 2:
         raise ValueError(f"logprobs must be [B, T], got shape {shape}")
     for name, t in tensors.items():

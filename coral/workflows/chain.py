@@ -9,10 +9,10 @@ with the rewrite that passes most public tests (the first on ties), so only publ
 
 Every final code is one Trajectory; the trajectories of one plan share the planner's Turn object (and
 those of one retrieval the retriever's), so a trainer can credit one plan or retrieval with the results
-of all its codes (`turn.metadata["plan_id"]`, `["retrieval_id"]`). Every turn that writes code keeps
-the (public, private) verdicts of its own code in `metadata["verdicts"]`; a debugger turn also keeps
-those of the code it was given (`["given"]`), its round (`["debug_round"]`), its rewrite index and
-whether the trajectory went on with it (`["chosen"]`). All rewrites stay in the trajectory's turns.
+of all its codes (`turn.credit`: task, retrieval, plan, code). Every turn that writes code keeps the
+verdicts of its own code (`turn.verdicts`); a debugger turn's credit also names its round and rewrite
+index, and `turn.rewrite` holds the code it was given, that code's verdicts and whether the trajectory went
+on with its rewrite. All rewrites stay in the trajectory's turns.
 
 Random streams: `step` and each request's key (task, retrieval, plan, code, debug round, rewrite) go to
 the agents, which derive one seed per request from them (coral/seeding.py).
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from coral.agents import Agent
-from coral.trajectory import Task, Trajectory, Turn
+from coral.trajectory import Credit, Rewrite, Task, Trajectory, Turn
 from coral.workflows.common import judge, problem_text, task_keys
 
 EXAMPLES_HEADER = "Similar solved problems:"
@@ -83,18 +83,15 @@ def run_chain(tasks: Sequence[Task], coder: Agent, sandbox: Any, cfg: ChainConfi
     code_keys = [f"{plan_keys[j]}/code{k % cfg.codes_per_plan}" for k, j in enumerate(code_plans)]
     codes = coder.act(contexts, call_index=0, entry_points=[t.entry_point for t in code_tasks], step=step,
                       keys=code_keys)
-    for k, turn in enumerate(codes):
-        turn.metadata.update(task_id=code_tasks[k].id, plan_id=code_plans[k], sample_id=k,
-                             **({"retrieval_id": plan_rets[code_plans[k]]} if retriever is not None else {}))
-
     results = judge(sandbox, code_tasks, [t.parsed for t in codes])
     trajectories = []
-    for k, (turn, (public, private)) in enumerate(zip(codes, results, strict=True)):
+    for k, (turn, verdicts) in enumerate(zip(codes, results, strict=True)):
         j = code_plans[k]
-        turn.metadata["verdicts"] = (public, private)
+        turn.credit = Credit(code_tasks[k].id, retrieval_id=plan_rets[j] if retriever is not None else None,
+                             plan_id=j, sample_id=k)
+        turn.verdicts = verdicts
         turns = [t for t in (notes[plan_rets[j]], plans[j], turn) if t is not None]
-        trajectories.append(Trajectory(task_id=code_tasks[k].id, turns=turns, code=turn.parsed,
-                                       public=public, private=private))
+        trajectories.append(Trajectory(task_id=code_tasks[k].id, turns=turns, code=turn.parsed, verdicts=verdicts))
     if debugger is not None:
         writers = list(codes)  # the turn whose code each trajectory holds now
         debug_problems = [problems[ret_tasks[plan_rets[j]]] for j in code_plans]
@@ -105,7 +102,8 @@ def run_chain(tasks: Sequence[Task], coder: Agent, sandbox: Any, cfg: ChainConfi
         traj.metrics.update(_token_metrics(traj))
         if debugger is not None:  # what the debugger's fix rate is counted from
             traj.metrics["debug_turns"] = float(len(traj.turns_of("debugger")))
-            traj.metrics["coder_passed"] = float(traj.turns_of("coder")[-1].metadata["verdicts"][1].passed)
+            coded = traj.turns_of("coder")[-1].verdicts
+            traj.metrics["coder_passed"] = float(coded is not None and coded.passed)
     return trajectories
 
 
@@ -121,11 +119,12 @@ def _retrieve(tasks: Sequence[Task], problems: list[str], retriever: Agent | Non
     notes: list[Turn | None] = [None] * len(ret_tasks)
     seen = [problems[i] for i in ret_tasks]
     if retriever is not None:
-        notes = list(retriever.act([{"problem": problems[i]} for i in ret_tasks], call_index=0, step=step,
-                                   keys=[f"{k}/examples" for k in ret_keys]))
-        for r, turn in enumerate(notes):
-            turn.metadata.update(task_id=tasks[ret_tasks[r]].id, retrieval_id=r)
-        seen = [with_examples(problems[i], n.parsed) for i, n in zip(ret_tasks, notes, strict=True)]
+        retrievals = retriever.act([{"problem": problems[i]} for i in ret_tasks], call_index=0, step=step,
+                                   keys=[f"{k}/examples" for k in ret_keys])
+        for r, turn in enumerate(retrievals):
+            turn.credit = Credit(tasks[ret_tasks[r]].id, retrieval_id=r)
+        seen = [with_examples(problems[i], n.parsed) for i, n in zip(ret_tasks, retrievals, strict=True)]
+        notes = list(retrievals)
     return ret_tasks, ret_keys, notes, seen
 
 
@@ -137,10 +136,11 @@ def _plan(tasks: Sequence[Task], ret_tasks: list[int], ret_keys: list[str], seen
     plan_keys = [f"{ret_keys[r]}/plan{j % n_plans}" for j, r in enumerate(plan_rets)]
     plans: list[Turn | None] = [None] * len(plan_rets)
     if planner is not None:
-        plans = list(planner.act([{"problem": seen[r]} for r in plan_rets], call_index=0, step=step, keys=plan_keys))
-        for j, turn in enumerate(plans):
-            turn.metadata.update(task_id=tasks[ret_tasks[plan_rets[j]]].id, plan_id=j,
-                                 **({"retrieval_id": plan_rets[j]} if with_retrieval else {}))
+        planned = planner.act([{"problem": seen[r]} for r in plan_rets], call_index=0, step=step, keys=plan_keys)
+        for j, turn in enumerate(planned):
+            turn.credit = Credit(tasks[ret_tasks[plan_rets[j]]].id, retrieval_id=plan_rets[j] if with_retrieval else None,
+                                 plan_id=j)
+        plans = list(planned)
     return plan_rets, plan_keys, plans
 
 
@@ -148,8 +148,7 @@ def _debug_round(trajectories: list[Trajectory], writers: list[Turn], code_tasks
                  debugger: Agent, sandbox: Any, cfg: ChainConfig, round_index: int, step: int,
                  code_keys: list[str]) -> None:
     """The debugger rewrites every code it is due to see (`cfg.debug_when`) `cfg.rewrites_per_code` times;
-    all rewrites join the trajectory, and the one with the best public pass fraction replaces its code
-    (the given code's writer keeps the public pass fraction it earned, in metadata)."""
+    all rewrites join the trajectory, and the one with the best public pass fraction replaces its code."""
     todo = [k for k, tr in enumerate(trajectories)
             if tr.public is not None and (cfg.debug_when == "always" or not tr.public.passed)]
     if not todo:
@@ -166,16 +165,15 @@ def _debug_round(trajectories: list[Trajectory], writers: list[Turn], code_tasks
     for lo in range(0, len(rows), n):
         k = rows[lo]
         tr = trajectories[k]
-        writers[k].metadata.setdefault("public_pass_fraction", tr.public.pass_fraction)
         group = list(zip(fixes[lo:lo + n], results[lo:lo + n], strict=True))
-        best = max(range(n), key=lambda i: (group[i][1][0].pass_fraction, -i))
+        best = max(range(n), key=lambda i: (group[i][1].public.pass_fraction, -i))
+        plan_id = writers[k].credit.plan_id if writers[k].credit is not None else None
         for i, (turn, verdicts) in enumerate(group):
-            turn.metadata.update(task_id=tr.task_id, plan_id=writers[k].metadata.get("plan_id"), sample_id=k,
-                                 debug_round=round_index, rewrite=i, chosen=i == best, verdicts=verdicts,
-                                 given=(tr.public, tr.private), given_code=tr.code, before_pass_fraction=tr.public.pass_fraction)
+            turn.credit = Credit(tr.task_id, plan_id=plan_id, sample_id=k, debug_round=round_index, rewrite=i)
+            turn.verdicts, turn.rewrite = verdicts, Rewrite(tr.code, tr.verdicts, chosen=i == best)
             tr.turns.append(turn)
         writers[k] = group[best][0]
-        tr.code, (tr.public, tr.private) = writers[k].parsed, group[best][1]
+        tr.code, tr.verdicts = writers[k].parsed, group[best][1]
 
 
 def _token_metrics(traj: Trajectory) -> dict[str, float]:

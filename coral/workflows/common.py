@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from coral.trajectory import ExecutionResult, Task, TestResult
+from coral.trajectory import ExecutionResult, Task, TestResult, Verdicts
 
 
 def unrunnable(n_tests: int, why: str) -> ExecutionResult:
@@ -18,9 +18,8 @@ def unrunnable(n_tests: int, why: str) -> ExecutionResult:
     return ExecutionResult(tests=tuple(TestResult("error", why) for _ in range(n_tests)), error=why)
 
 
-def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None],
-          ) -> list[tuple[ExecutionResult, ExecutionResult]]:
-    """(public, private) results for each (task, code) pair, in one parallel sandbox batch.
+def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None]) -> list[Verdicts]:
+    """The verdicts (public and private) of each (task, code) pair, in one parallel sandbox batch.
 
     The program run is `task.program(code)`: the answer with what the benchmark's harness puts before it
     (HumanEval: the prompt). Stdio outputs the sandbox fails are compared again by the benchmark's own rule
@@ -40,12 +39,11 @@ def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None],
             where.append(i)
     results = [_rejudged(tasks[i], res) if _rejudges(tasks[i]) else res
                for i, res in zip(where, sandbox.run_many(jobs) if jobs else [], strict=True)]
-    out: list[tuple[ExecutionResult, ExecutionResult]] = [
-        (unrunnable(len(t.public_tests), "no code"), unrunnable(len(t.private_tests), "no code")) for t in tasks
-    ]
+    out = [Verdicts(unrunnable(len(t.public_tests), "no code"), unrunnable(len(t.private_tests), "no code"))
+           for t in tasks]
     for i, res in zip(where, results, strict=True):
         n_pub = len(tasks[i].public_tests)
-        out[i] = (ExecutionResult(res.tests[:n_pub], res.error), ExecutionResult(res.tests[n_pub:], res.error))
+        out[i] = Verdicts(ExecutionResult(res.tests[:n_pub], res.error), ExecutionResult(res.tests[n_pub:], res.error))
     return out
 
 

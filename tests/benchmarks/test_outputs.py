@@ -61,24 +61,24 @@ def stdio_task(name: str, file: str, expected: str):
 def test_a_stdio_output_the_benchmarks_rule_accepts_passes_and_the_plain_rule_fails_it(
         sandbox, name, file, program, expected):
     task = stdio_task(name, file, expected)
-    assert judge(sandbox, [task], [program])[0][1].passed
+    assert judge(sandbox, [task], [program])[0].private.passed
     plain = dataclasses.replace(task, output_match="lines", program_prefix="")
-    assert not judge(sandbox, [plain], [task.program(program)])[0][1].passed
+    assert not judge(sandbox, [plain], [task.program(program)])[0].private.passed
 
 
 def test_the_benchmarks_rule_still_fails_a_wrong_output_and_keeps_no_output(sandbox):
-    result = judge(sandbox, [stdio_task("codecontests", "code_contests.jsonl", "yes")], ["print('no')"])[0][1]
+    result = judge(sandbox, [stdio_task("codecontests", "code_contests.jsonl", "yes")], ["print('no')"])[0].private
     assert result.tests[0].verdict == "fail" and result.tests[0].output == ""
 
 
 def test_a_livecodebench_functional_tuple_counts_as_the_list_it_holds(sandbox):
     leetcode = load_benchmark(f"livecodebench:{FIXTURES / 'livecodebench.jsonl'}")[1]
     code = "class Solution:\n    def countEven(self, nums):\n        return sum(len(str(x)) % 2 == 0 for x in nums)\n"
-    assert judge(sandbox, [leetcode], [code])[0][1].passed  # sanity: the plain answer
+    assert judge(sandbox, [leetcode], [code])[0].private.passed  # sanity: the plain answer
     pairs = "class Solution:\n    def countEven(self, nums):\n        return (1, 2)\n"
     case = TestCase("assert", code="assert _lcb_equal(candidate().countEven(*[[1]]), [1, 2])")
     task = dataclasses.replace(leetcode, public_tests=(case,), private_tests=(case,))
-    assert judge(sandbox, [task], [pairs])[0][1].passed
+    assert judge(sandbox, [task], [pairs])[0].private.passed
 
 
 def test_apps_gives_json_object_keys_back_as_ints_and_takes_a_list_of_tuples_for_a_list_of_lists(tmp_path):
@@ -90,4 +90,4 @@ def test_apps_gives_json_object_keys_back_as_ints_and_takes_a_list_of_tuples_for
     task = load_benchmark(f"apps:{tmp_path / 'apps.jsonl'}")[0]
     assert "candidate(*[{1: 'a'}])" in task.private_tests[0].code
     with Sandbox(workers=1) as sb:
-        assert judge(sb, [task], ["def f(d):\n    return [(k, 2) for k in d]\n"])[0][1].passed
+        assert judge(sb, [task], ["def f(d):\n    return [(k, 2) for k in d]\n"])[0].private.passed

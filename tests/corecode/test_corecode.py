@@ -15,7 +15,7 @@ from coral.train.loop import next_batch
 from coral.train.losses import LossConfig
 from coral.train.rewards import CodeReward, coder_reward, efficiency_bonus
 from coral.train.sft import SFTConfig
-from coral.trajectory import ExecutionResult, TestResult, Trajectory, Turn
+from coral.trajectory import Credit, ExecutionResult, TestResult, Trajectory, Turn
 
 
 def build_tasks(cfg):
@@ -72,9 +72,9 @@ def _chain(plan_rewards: list[list[list[str]]]):
     """trajectories of one task: plan p, code c, with the given verdict lists."""
     trajs, results = [], []
     for p, codes in enumerate(plan_rewards):
-        plan = Turn("planner", "planner", 0, "", "", metadata={"task_id": "t", "plan_id": p})
+        plan = Turn("planner", "planner", 0, "", "", credit=Credit("t", plan_id=p))
         for c, verdicts in enumerate(codes):
-            coder = Turn("coder", "coder", 0, "", "", metadata={"task_id": "t", "plan_id": p, "sample_id": c})
+            coder = Turn("coder", "coder", 0, "", "", credit=Credit("t", plan_id=p, sample_id=c))
             trajs.append(Trajectory("t", [plan, coder]))
             results.append(_res(verdicts))
     return trajs, results
@@ -104,7 +104,7 @@ def test_planner_turns_are_credited_by_plan_id_not_by_object_identity():
 
 def test_a_planner_turn_without_plan_id_is_refused():
     trajs, results = _chain([[["pass"]]])
-    del trajs[0].turns[0].metadata["plan_id"]
+    trajs[0].turns[0].credit = Credit("t")  # no plan_id
     with pytest.raises(ValueError, match="no task_id/plan_id"):
         score_corecode(trajs, results, [None], CoReCodeConfig())
 

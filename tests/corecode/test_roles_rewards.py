@@ -3,10 +3,10 @@
 import pytest
 
 from coral.corecode.recipe import CoReCodeConfig, fix_counts, group_key
-from coral.corecode.rewards import all_tests, score_chain, score_debugger, written_result
+from coral.corecode.rewards import score_chain, score_debugger, written_result
 from coral.train.grpo import assign_advantages, unique_turns
 from coral.train.rewards import CodeReward
-from coral.trajectory import ExecutionResult, TestResult, Trajectory, Turn
+from coral.trajectory import Credit, ExecutionResult, Rewrite, TestResult, Trajectory, Turn, Verdicts
 
 FRACTION = CodeReward("fraction", 0.0)
 
@@ -14,20 +14,22 @@ FRACTION = CodeReward("fraction", 0.0)
 def _v(public, private):
     """(public, private) verdicts from strings of p (pass) and f (fail): _v("pf", "ff")."""
     res = lambda s: ExecutionResult(tuple(TestResult("pass" if c == "p" else "fail") for c in s))  # noqa: E731
-    return res(public), res(private)
+    return Verdicts(res(public), res(private))
 
 
-def _turn(role, **md):
-    return Turn(role, role, 0, "", "x", completion_ids=[1], logprobs=[0.0], parsed="code", metadata=md)
+def _turn(role, verdicts=None, given=None, given_code=None, chosen=False, **credit):
+    rewrite = Rewrite(given_code, given, chosen) if given is not None else None
+    return Turn(role, role, 0, "", "x", completion_ids=[1], logprobs=[0.0], parsed="code", credit=Credit(**credit),
+                verdicts=verdicts, rewrite=rewrite)
 
 
 def _rewrites(traj, given, round_index, verdicts, best=0):
     """Append one round of rewrites of the trajectory's current code, as the chain does."""
-    k = traj.turns_of("coder")[0].metadata["sample_id"]
+    k = traj.turns_of("coder")[0].credit.sample_id
     for i, v in enumerate(verdicts):
         traj.turns.append(_turn("debugger", task_id="t", plan_id=0, sample_id=k, debug_round=round_index, rewrite=i,
                                 chosen=i == best, verdicts=v, given=given, given_code="code"))
-    traj.public, traj.private = verdicts[best]
+    traj.verdicts = verdicts[best]
 
 
 def _debug_trajectories():
@@ -89,15 +91,15 @@ def test_the_coder_is_rewarded_for_its_own_code_not_for_the_debuggers_fix():
     score_chain(trajs, results, {}, {"t": None}, FRACTION)
     assert [tr.turns_of("coder")[0].reward for tr in trajs] == [0.25, 1.0]
     assert trajs[0].private.passed  # the debugger's fix passes; the coder's reward did not change
-    final = [all_tests((tr.public, tr.private)) for tr in trajs]
+    final = [tr.verdicts.all for tr in trajs]
     counts = fix_counts(results, final, trajs)
     assert counts == {"debugger/fix_rate": 1.0, "debugger/fixable": 1.0, "debugger/break_rate": 0.0}
 
 
 def test_a_debugger_turn_without_verdicts_is_refused():
     trajs = _debug_trajectories()
-    del trajs[0].turns_of("debugger")[0].metadata["verdicts"]
-    with pytest.raises(ValueError, match="debugger turn of agent 'debugger' has no metadata\\['verdicts'\\]"):
+    trajs[0].turns_of("debugger")[0].verdicts = None
+    with pytest.raises(ValueError, match="debugger turn of agent 'debugger' has no verdicts"):
         score_debugger(trajs, {}, {"t": None}, FRACTION)
 
 
@@ -112,7 +114,7 @@ def _retrieval_trajectories():
             for c, verdict in enumerate(codes[p]):
                 coder = _turn("coder", task_id="t", plan_id=p, retrieval_id=r, sample_id=2 * p + c)
                 trajs.append(Trajectory("t", [retrieval, plan, coder]))
-                results.append(ExecutionResult(_v(verdict, "")[0].tests))
+                results.append(ExecutionResult(_v(verdict, "").public.tests))
     return trajs, results
 
 
@@ -138,7 +140,7 @@ def test_retrievals_group_by_task_and_plans_by_retrieval():
 
 def test_a_retriever_turn_without_retrieval_id_is_refused():
     trajs, results = _retrieval_trajectories()
-    del trajs[0].turns[0].metadata["retrieval_id"]
+    trajs[0].turns[0].credit = Credit("t")  # no retrieval_id
     with pytest.raises(ValueError, match="retriever turn .* no task_id/retrieval_id"):
         score_chain(trajs, results, {}, {"t": None}, FRACTION)
 

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from coral.trajectory import ExecutionResult
+from coral.trajectory import ExecutionResult, Verdicts
 from coral.trajectory import TestResult as Result
 
 
@@ -33,7 +33,7 @@ def tree_of(task_id: str, nodes: list[tuple[float, bool]]):
     tree = Tree.new(task_id)
     for public, private in nodes:
         pub = ExecutionResult(tests=(Result("pass" if public >= 0.5 else "fail"), Result("pass" if public == 1 else "fail")))
-        tree.add(0, "agent0", "code", None, pub, verdict(private), public)
+        tree.add(0, "agent0", "code", None, Verdicts(pub, verdict(private)), public)
     return tree
 
 
@@ -61,11 +61,11 @@ def test_node_stats_split_fresh_answers_refinements_and_agents(scaling):
 
     pub = verdict(True)
     tree = Tree.new("a")
-    tree.add(0, "agent0", "c1", None, pub, verdict(False), 1.0)  # 1: fresh, fails
-    tree.add(0, "agent1", "c2", None, pub, verdict(True), 1.0)  # 2: fresh, passes
-    tree.add(1, "agent0", "c3", None, pub, verdict(True), 1.0)  # 3: refines failing 1, passes
-    tree.add(1, "agent1", "c4", None, pub, verdict(False), 1.0)  # 4: refines failing 1, fails
-    tree.add(2, "agent0", "c5", None, pub, verdict(True), 1.0)  # 5: refines passing 2, passes
+    tree.add(0, "agent0", "c1", None, Verdicts(pub, verdict(False)), 1.0)  # 1: fresh, fails
+    tree.add(0, "agent1", "c2", None, Verdicts(pub, verdict(True)), 1.0)  # 2: fresh, passes
+    tree.add(1, "agent0", "c3", None, Verdicts(pub, verdict(True)), 1.0)  # 3: refines failing 1, passes
+    tree.add(1, "agent1", "c4", None, Verdicts(pub, verdict(False)), 1.0)  # 4: refines failing 1, fails
+    tree.add(2, "agent0", "c5", None, Verdicts(pub, verdict(True)), 1.0)  # 5: refines passing 2, passes
     stats = scaling.node_stats([tree])
     assert stats == {"fresh answer": [1, 2], "refinement of a failing code": [1, 2],
                      "refinement of a passing code": [1, 1], "agent0's nodes": [2, 3], "agent1's nodes": [1, 2]}

@@ -60,14 +60,14 @@ _CALLS = [0]
 
 def _alternating_judge(sandbox, tasks, codes):
     """Judges every other answer as passing (whatever it is), so rewards vary inside each tree."""
-    from coral.trajectory import ExecutionResult, TestResult
+    from coral.trajectory import ExecutionResult, TestResult, Verdicts
 
     out = []
     for task in tasks:
         _CALLS[0] += 1
         verdict = "pass" if _CALLS[0] % 3 else "fail"
-        out.append((ExecutionResult(tuple(TestResult(verdict) for _ in task.public_tests)),
-                    ExecutionResult(tuple(TestResult(verdict) for _ in task.private_tests))))
+        out.append(Verdicts(ExecutionResult(tuple(TestResult(verdict) for _ in task.public_tests)),
+                            ExecutionResult(tuple(TestResult(verdict) for _ in task.private_tests))))
     return out
 
 

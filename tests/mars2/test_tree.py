@@ -106,7 +106,7 @@ def test_nodes_record_their_turn_and_both_verdicts():
     trees = search(TASKS[:1], [agent("a", refines)], InProcessSandbox(), TreeConfig(max_nodes=3))
     for node in trees[0].nodes[1:]:
         assert node.turn.agent == "a" and node.turn.completion_ids and node.turn.logprobs
-        assert node.turn.metadata["node"] == node.index and node.turn.metadata["parent"] == node.parent
+        assert node.turn.credit.node == node.index and node.turn.credit.parent == node.parent
         assert len(node.public.tests) == 2 and len(node.private.tests) == 1
 
 

@@ -14,7 +14,7 @@ from coral.mars2.tree_rewards import (
     tree_arrays,
     validate_tree,
 )
-from coral.trajectory import ExecutionResult, Node
+from coral.trajectory import ExecutionResult, Node, Verdicts
 from coral.trajectory import TestResult as Verdict  # aliased: pytest would try to collect Test*
 
 
@@ -144,7 +144,7 @@ def test_split_by_agent_rejects_a_non_root_node_without_agent():
 
 def _node(index: int, parent: int | None, agent: str | None, passed: int, total: int) -> Node:
     results = tuple(Verdict("pass" if i < passed else "fail") for i in range(total))
-    return Node(index, parent, 0 if parent is None else 1, agent, public=ExecutionResult(results))
+    return Node(index, parent, 0 if parent is None else 1, agent, verdicts=Verdicts(ExecutionResult(results), ExecutionResult(())))
 
 
 def test_tree_arrays_read_parents_public_scores_and_agents_from_nodes():

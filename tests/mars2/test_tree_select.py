@@ -14,7 +14,7 @@ import pytest
 
 from coral.mars2.tree import Tree
 from coral.mars2.tree_select import PublicView, select_abmcts
-from coral.trajectory import ExecutionResult
+from coral.trajectory import ExecutionResult, Verdicts
 from coral.trajectory import TestResult as Result
 
 
@@ -85,14 +85,14 @@ def test_abmcts_replays_a_hand_computed_trace_step_by_step():
         assert picked == [expansion], f"step {step}: expansion"
         assert rng.samples == [], f"step {step}: unused samples"
         parent, agent = expansion
-        tree.add(parent, agent, code=None, turn=None, public=public(score), private=None, score=score)
+        tree.add(parent, agent, code=None, turn=None, verdicts=Verdicts(public(score), ExecutionResult(())), score=score)
         assert [n.visits for n in tree.nodes] == [v for v, _ in stats], f"step {step}: visits per node"
         assert [n.value for n in tree.nodes] == pytest.approx([v for _, v in stats]), f"step {step}: values"
 
 
 def test_binary_scores_count_only_all_passing_nodes():
     tree = Tree.new("t")
-    tree.add(0, "a", code=None, turn=None, public=public(0.5), private=None, score=0.0)
+    tree.add(0, "a", code=None, turn=None, verdicts=Verdicts(public(0.5), ExecutionResult(())), score=0.0)
     rng = ScriptedRng([0.9, 0.1, 0.5])  # GEN wins at the root, then the single agent's draw
     select_abmcts(PublicView.of(tree.nodes, binary_score=True), ["a"], rng, budget_left=1)
     # the half-passing child scores 0: GEN Beta(0.5, 1.5), and agent a Beta(0.5, 1.5) too
@@ -102,6 +102,6 @@ def test_binary_scores_count_only_all_passing_nodes():
 def test_ties_between_child_arms_and_between_agents_go_to_the_earliest():
     tree = Tree.new("t")
     for agent in ("a", "b"):
-        tree.add(0, agent, code=None, turn=None, public=public(0.5), private=None, score=0.5)
+        tree.add(0, agent, code=None, turn=None, verdicts=Verdicts(public(0.5), ExecutionResult(())), score=0.5)
     rng = ScriptedRng([0.1, 0.9, 0.5, 0.5, 0.4, 0.4])  # CONT at the root, tied arms, tied agents
     assert select_abmcts(PublicView.of(tree.nodes, binary_score=False), ["b", "a"], rng, 1) == [(1, "b")]

@@ -11,7 +11,7 @@ import pytest
 
 from coral.mars2.tree import Tree
 from coral.mars2.viewer import AGENT_COLOURS, VERDICT_COLOURS, _layout, write_tree_html
-from coral.trajectory import ExecutionResult, Task, Turn
+from coral.trajectory import ExecutionResult, Task, Turn, Verdicts
 from coral.trajectory import TestCase as Case
 from coral.trajectory import TestResult as Result
 
@@ -24,9 +24,9 @@ def make_tree(task_id: str, tricky_code: str = "def f(x):\n    return 0") -> Tre
     """root -> 1 (a, half right) -> 3 (b, fixed); root -> 2 (b, wrong, with a nasty code string)."""
     tree = Tree.new(task_id)
     turn = Turn(agent="a", role="solver", call_index=0, prompt=f"Solve {task_id}", text="...")
-    tree.add(0, "a", "def f(x):\n    return 2", turn, result("pass", "fail"), result("fail"), 0.5)
-    tree.add(0, "b", tricky_code, None, result("fail", "fail"), result("fail"), 0.0)
-    tree.add(1, "b", "def f(x):\n    return x + 1", None, result("pass", "pass"), result("pass"), 1.0)
+    tree.add(0, "a", "def f(x):\n    return 2", turn, Verdicts(result("pass", "fail"), result("fail")), 0.5)
+    tree.add(0, "b", tricky_code, None, Verdicts(result("fail", "fail"), result("fail")), 0.0)
+    tree.add(1, "b", "def f(x):\n    return x + 1", None, Verdicts(result("pass", "pass"), result("pass")), 1.0)
     return tree
 
 
@@ -113,7 +113,7 @@ def test_feedback_quotes_failing_public_tests_when_tasks_are_given(tmp_path):
 
 def test_layout_puts_children_below_parents_without_overlap():
     tree = make_tree("t")
-    tree.add(3, "a", "x", None, result("pass"), result("pass"), 1.0)
+    tree.add(3, "a", "x", None, Verdicts(result("pass"), result("pass")), 1.0)
     pos = _layout(tree)
     assert len(set(pos.values())) == len(tree.nodes)
     for n in tree.nodes[1:]:

@@ -39,8 +39,8 @@ TASKS = [
 def group_of(turn) -> tuple:
     """CoRe-Code's groups: plans of one task; codes of one plan."""
     if turn.role == "coder":
-        return ("coder", turn.metadata["task_id"], turn.metadata["plan_id"])
-    return ("planner", turn.metadata["task_id"])
+        return ("coder", turn.credit.task_id, turn.credit.plan_id)
+    return ("planner", turn.credit.task_id)
 
 
 def score(trajs) -> None:

@@ -6,7 +6,7 @@ import torch
 from coral.policy import tiny_policy
 from coral.policy.base import GenerationRequest, SamplingParams, user
 from coral.train.grpo import AgentLearner, GRPOConfig, assign_advantages, unique_turns
-from coral.trajectory import Turn
+from coral.trajectory import Credit, Turn
 
 
 @pytest.fixture()
@@ -18,14 +18,14 @@ def _rollout(policy, n: int, seed: int, max_new_tokens: int = 8, agent: str = "c
     reqs = [GenerationRequest(user("say a"), SamplingParams(max_new_tokens=max_new_tokens, seed=seed * 1000 + i))
             for i in range(n)]
     return [Turn(agent=agent, role=agent, call_index=0, prompt="say a", text=c.text, prompt_ids=c.prompt_ids,
-                 completion_ids=c.completion_ids, logprobs=c.logprobs, metadata={"task_id": "t"})
+                 completion_ids=c.completion_ids, logprobs=c.logprobs, credit=Credit("t"))
             for c in policy.generate(reqs)]
 
 
 def test_assign_advantages_normalises_within_declared_groups():
-    turns = [Turn("a", "coder", 0, "", "", reward=r, metadata={"g": g}) for r, g in
+    turns = [Turn("a", "coder", 0, "", "", reward=r, credit=Credit(str(g))) for r, g in
              [(1.0, 0), (0.0, 0), (5.0, 1), (5.0, 1)]]
-    assign_advantages(turns, key=lambda t: t.metadata["g"], estimator="dr_grpo")
+    assign_advantages(turns, key=lambda t: t.credit.task_id, estimator="dr_grpo")
     assert [t.advantage for t in turns] == [0.5, -0.5, 0.0, 0.0]
 
 
@@ -265,9 +265,9 @@ def test_updates_per_batch_below_one_is_rejected():
 def test_reinforce_pp_baseline_whitens_each_agent_on_its_own_turns():
     """Planner rewards spread 0..10, coder rewards 0..1: pooled whitening would shrink the coder's
     advantages to +-0.12; per agent both get +-1/sqrt(2) (the std of [-a, a] is a sqrt(2))."""
-    turns = [Turn(agent, agent, 0, "", "", reward=r, metadata={"task_id": "t"})
+    turns = [Turn(agent, agent, 0, "", "", reward=r, credit=Credit("t"))
              for agent, r in [("planner", 0.0), ("planner", 10.0), ("coder", 0.0), ("coder", 1.0)]]
-    assign_advantages(turns, key=lambda t: (t.role, t.metadata["task_id"]), estimator="reinforce_pp_baseline")
+    assign_advantages(turns, key=lambda t: (t.role, t.credit.task_id), estimator="reinforce_pp_baseline")
     half = 1 / 2 ** 0.5
     assert [t.advantage for t in turns] == pytest.approx([-half, half, -half, half], abs=1e-5)
 
@@ -275,9 +275,9 @@ def test_reinforce_pp_baseline_whitens_each_agent_on_its_own_turns():
 def test_reward_spread_and_the_sampled_entropy_on_hand_computed_values():
     from coral.train.grpo import _sampled_entropy, grouped_rewards, reward_spread
 
-    turns = [Turn("a", "coder", 0, "", "", reward=r, metadata={"g": g})
+    turns = [Turn("a", "coder", 0, "", "", reward=r, credit=Credit(str(g)))
              for r, g in [(1.0, "x"), (1.0, "y"), (0.0, "x"), (1.0, "y"), (0.5, "z")]]
-    groups = grouped_rewards(turns, lambda t: t.metadata["g"])
+    groups = grouped_rewards(turns, lambda t: t.credit.task_id)
     assert groups == [[1.0, 0.0], [1.0, 1.0], [0.5]]
     # stds 0.5, 0, 0 (a group of one has no spread); 2 of 3 groups are flat: no learning signal in them
     assert reward_spread(groups) == pytest.approx({"group_reward_std": 0.5 / 3, "zero_variance_groups": 2 / 3})

@@ -95,5 +95,5 @@ def test_a_sandbox_with_only_the_protocol_methods_judges_code():
     assert isinstance(sandbox, SandboxProtocol)
     tasks = make_tasks(2, "train", seed=0)
     results = judge(sandbox, tasks, ["def f(): pass", None])
-    assert results[0][0].passed and results[0][1].passed  # public and private of the judged code
-    assert not results[1][0].passed and sandbox.jobs == 1  # no code: no job, a failing result
+    assert results[0].public.passed and results[0].private.passed  # public and private of the judged code
+    assert not results[1].public.passed and sandbox.jobs == 1  # no code: no job, a failing result

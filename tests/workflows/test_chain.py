@@ -46,7 +46,7 @@ def test_plans_times_codes_layout_and_shared_planner_turns(sandbox):
     assert trajs[0].turns[0] is trajs[1].turns[0] is trajs[2].turns[0]
     assert trajs[0].turns[0] is not trajs[3].turns[0]
     assert [t.passed for t in trajs[:3]] == [True, False, False]
-    assert {t.turns[-1].metadata["plan_id"] for t in trajs[:3]} == {0}
+    assert {t.turns[-1].credit.plan_id for t in trajs[:3]} == {0}
 
 
 def test_unparseable_code_is_judged_as_errors_not_skipped(sandbox):
@@ -64,7 +64,7 @@ def test_debugger_sees_feedback_and_its_fix_replaces_the_code(sandbox):
     prompt = debug_policy.calls[0][-1]["content"]
     assert "return x + 2" in prompt and "assert candidate(1) == 2" in prompt
     assert [t.role for t in traj.turns] == ["coder", "debugger"]  # second round not needed
-    assert traj.passed and traj.turns[-1].metadata["before_pass_fraction"] == 0.0
+    assert traj.passed and traj.turns[-1].rewrite.given.public.pass_fraction == 0.0
 
 
 def test_chain_with_tiny_policies_runs_end_to_end(sandbox):

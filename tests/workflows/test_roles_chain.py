@@ -26,14 +26,14 @@ def test_retrievals_reach_planner_and_coder_and_trajectories_are_retrieval_major
     assert len(trajs) == 8
     retrievals = [tr.turns[0] for tr in trajs]
     assert retrievals[0] is retrievals[3] and retrievals[4] is retrievals[7] and retrievals[0] is not retrievals[4]
-    assert [t.metadata["retrieval_id"] for t in retrievals] == [0] * 4 + [1] * 4
-    assert [tr.turns[1].metadata["retrieval_id"] for tr in trajs] == [0] * 4 + [1] * 4
-    assert [tr.turns[2].metadata["plan_id"] for tr in trajs] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [t.credit.retrieval_id for t in retrievals] == [0] * 4 + [1] * 4
+    assert [tr.turns[1].credit.retrieval_id for tr in trajs] == [0] * 4 + [1] * 4
+    assert [tr.turns[2].credit.plan_id for tr in trajs] == [0, 0, 1, 1, 2, 2, 3, 3]
     plan_prompts = [c[-1]["content"] for c in planner_policy.calls]
     assert all(EXAMPLES_HEADER in p for p in plan_prompts)
     assert ["EXAMPLE-A" in p for p in plan_prompts] == [True, True, False, False]
     assert ["EXAMPLE-B" in c[-1]["content"] for c in coder_policy.calls] == [False] * 4 + [True] * 4
-    assert all("verdicts" in tr.turns[-1].metadata for tr in trajs)
+    assert all(tr.turns[-1].verdicts is not None for tr in trajs)
 
 
 def test_each_round_rewrites_a_failing_code_several_times_and_goes_on_with_the_best_on_public_tests(sandbox):
@@ -46,11 +46,11 @@ def test_each_round_rewrites_a_failing_code_several_times_and_goes_on_with_the_b
     rewrites = failing.turns_of("debugger")
     # round 1 rewrites BAD, HALF: both fail the public test, the first goes on (HALF passes the private tests,
     # which the chain never looks at); round 2: GOOD, BAD
-    assert [(t.metadata["debug_round"], t.metadata["rewrite"], t.metadata["chosen"]) for t in rewrites] == \
+    assert [(t.credit.debug_round, t.credit.rewrite, t.rewrite.chosen) for t in rewrites] == \
         [(1, 0, True), (1, 1, False), (2, 0, True), (2, 1, False)]
-    assert rewrites[2].metadata["given_code"] == rewrites[0].parsed  # round 2 saw round 1's chosen code
+    assert rewrites[2].rewrite.given_code == rewrites[0].parsed  # round 2 saw round 1's chosen code
     assert failing.passed and failing.code == rewrites[2].parsed
-    assert rewrites[1].metadata["verdicts"][1].passed and rewrites[1].metadata["verdicts"][0].pass_fraction == 0
+    assert rewrites[1].verdicts.private.passed and rewrites[1].verdicts.public.pass_fraction == 0
     assert failing.metrics["coder_passed"] == 0.0 and failing.metrics["debug_turns"] == 4.0
     assert len(debugger_policy.calls) == 4
 
@@ -59,7 +59,7 @@ def test_the_best_public_rewrite_wins_even_when_it_is_not_the_first(sandbox):
     debugger = make_agent("debugger", ScriptedPolicy([BAD, GOOD]))
     [traj] = run_chain([_task(0)], make_agent("coder", ScriptedPolicy([BAD])), sandbox,
                        ChainConfig(debug_rounds=1, rewrites_per_code=2), debugger=debugger)
-    assert [t.metadata["chosen"] for t in traj.turns_of("debugger")] == [False, True] and traj.passed
+    assert [t.rewrite.chosen for t in traj.turns_of("debugger")] == [False, True] and traj.passed
 
 
 def test_debug_when_always_rewrites_codes_that_already_pass(sandbox):
@@ -67,6 +67,6 @@ def test_debug_when_always_rewrites_codes_that_already_pass(sandbox):
     [traj] = run_chain([_task(0)], make_agent("coder", ScriptedPolicy([GOOD])), sandbox,
                        ChainConfig(debug_rounds=1, debug_when="always"), debugger=debugger)
     [rewrite] = traj.turns_of("debugger")
-    assert rewrite.metadata["given"][1].passed and not traj.passed and traj.metrics["coder_passed"] == 1.0
+    assert rewrite.rewrite.given.private.passed and not traj.passed and traj.metrics["coder_passed"] == 1.0
     with pytest.raises(ValueError, match="debug_when"):
         ChainConfig(debug_when="sometimes")
