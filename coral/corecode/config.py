@@ -76,6 +76,10 @@ class CoReCodeConfig:
     planner_reward: Literal["mean", "max"] = "mean"  # a plan's reward from its codes' rewards
     correctness: Literal["fraction", "all"] = "all"  # coder reward: fraction of tests passed, or 1 only if all pass
     efficiency_weight: float = 0.1  # weight of the time/memory bonus that only fully passing code earns
+    # what the bonus compares with the reference: "steps" (counted line events and allocation peak in the sandbox:
+    # a seed ends in the same weights on a quiet and on a loaded machine; assert tests only) or "time" (measured
+    # wall time and peak RSS, which move with load: coral's default before counting existed)
+    efficiency_measure: Literal["steps", "time"] = "steps"
     train_roles: tuple[str, ...] = ROLES  # roles RL updates (any of chain_roles); the others act but stay frozen
     # MapCoder-style retriever before the planner: it writes this many related solved problems (description
     # and code) that planner and coder then see (0: no retriever). Reward: its downstream codes' mean reward
@@ -126,7 +130,13 @@ class CoReCodeConfig:
     def chain_config(self) -> ChainConfig:
         return ChainConfig(plans_per_task=self.plans_per_task, codes_per_plan=self.codes_per_plan,
                            debug_rounds=self.debug_rounds, retrievals_per_task=self.retrievals_per_task,
-                           rewrites_per_code=self.rewrites_per_code, debug_when=self.debug_when)
+                           rewrites_per_code=self.rewrites_per_code, debug_when=self.debug_when,
+                           count_steps=self.counts_steps)
+
+    @property
+    def counts_steps(self) -> bool:
+        """Whether the sandbox counts steps: the efficiency bonus is on and measured in steps."""
+        return self.efficiency_weight > 0 and self.efficiency_measure == "steps"
 
     @property
     def splits(self) -> ProceduralSplits:

@@ -31,7 +31,7 @@ COLD_START_DIR = Path("sft") / "cold_start"
 # fields that act only after the cold start and its evaluation (rl.* but the temperature, which the sampled
 # evaluation after SFT uses), or not on any result
 RL_ONLY = ("out_dir", "resume", "cold_start_from", "rl_steps", "train_roles", "tasks_per_step", "coder_group",
-           "planner_reward", "correctness", "efficiency_weight", "debugger_reward", "debugger_group",
+           "planner_reward", "correctness", "efficiency_weight", "efficiency_measure", "debugger_reward", "debugger_group",
            "checkpoint_every_steps", "sandbox_workers", "ray_address", "sft_processes", "eval_batch_samples")
 
 

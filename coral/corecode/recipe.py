@@ -68,9 +68,9 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True, reward_fn: Reward
     """SFT (unless resuming) -> eval -> RL with checkpoints -> eval. Returns the run summary, also
     written to out_dir/summary.json, printed as a table and drawn in out_dir/report.html. A killed run restarts
     from its latest checkpoint. `reward_fn` scores each code (default: `CodeReward(cfg.correctness,
-    cfg.efficiency_weight)`)."""
+    cfg.efficiency_weight, cfg.efficiency_measure)`)."""
     say = functools.partial(_say, progress)
-    reward_fn = reward_fn or CodeReward(cfg.correctness, cfg.efficiency_weight)
+    reward_fn = reward_fn or CodeReward(cfg.correctness, cfg.efficiency_weight, cfg.efficiency_measure)
     run = Run(cfg.out_dir, cfg, start_over=not cfg.resume, may_change=RESUMABLE_CHANGES)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
@@ -218,13 +218,13 @@ def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dic
     """rollout -> rewards -> advantages -> one update per trained agent -> metrics."""
 
     t0 = time.perf_counter()
-    reward_fn = reward_fn or CodeReward(cfg.correctness, cfg.efficiency_weight)
+    reward_fn = reward_fn or CodeReward(cfg.correctness, cfg.efficiency_weight, cfg.efficiency_measure)
     agents = make_agents(cfg, policies)
     trajs = run_chain(batch, agents["coder"], sandbox, cfg.chain_config(), planner=agents["planner"],
                       retriever=agents.get("retriever"), debugger=agents.get("debugger"), step=step)
     # training rewards use all tests of the (training) task; the coder's, those of the code it wrote
     results = [written_result(tr.turns_of("coder")[-1]) for tr in trajs]
-    refs = reference_results(batch, sandbox) if cfg.efficiency_weight > 0 else {}
+    refs = reference_results(batch, sandbox, cfg.counts_steps) if cfg.efficiency_weight > 0 else {}
     tasks = {t.id: t for t in batch}
     score_chain(trajs, results, refs, tasks, reward_fn, cfg.planner_reward)
     if "debugger" in agents:
@@ -268,11 +268,11 @@ def fix_counts(coder: Sequence[Any], final: Sequence[Any], trajs: Sequence[Any])
     return out
 
 
-def reference_results(tasks: Sequence[Task], sandbox: SandboxProtocol) -> dict[str, ExecutionResult]:
+def reference_results(tasks: Sequence[Task], sandbox: SandboxProtocol, count_steps: bool = False) -> dict[str, ExecutionResult]:
     """Each task's reference solution on all its tests; a failing reference is an error (it would
     silently zero every efficiency bonus)."""
     refs = {}
-    for task, verdicts in zip(tasks, judge(sandbox, tasks, [t.reference for t in tasks]), strict=True):
+    for task, verdicts in zip(tasks, judge(sandbox, tasks, [t.reference for t in tasks], count_steps), strict=True):
         refs[task.id] = verdicts.all
         if not refs[task.id].passed:
             raise RuntimeError(f"reference solution of task {task.id!r} fails its own tests in the sandbox: "

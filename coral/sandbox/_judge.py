@@ -266,15 +266,38 @@ def judge(payload: dict, on_loaded=lambda: None, fresh: bool = True) -> dict:
         exec(_compiled(payload["test_setup"], "<test_setup>"), namespace)
     except BaseException as exc:
         return {"status": "setup_error", "message": ": ".join(_describe(exc))}
+    counting = bool(payload.get("count")) and _start_count()
     raised = None
     try:
         exec(compiled_test, namespace)
     except BaseException as exc:
         raised = exc
     signal, _SIGNALLED[0] = _SIGNALLED[0], None
+    cost = _counted_cost() if counting else {}
     _release_objects()  # its own failure is no verdict of this test
     _SIGNALLED[0] = None
-    return _verdict(signal or raised, test_code)
+    return {**_verdict(signal or raised, test_code), **cost}
+
+
+def _start_count() -> bool:
+    """Ask the candidate to count the steps and allocations of this test's calls; whether it agreed."""
+    try:
+        _rpc(["count"])
+        return True
+    except (JudgeSignal, Exception):  # a candidate that cannot count is judged as usual, its cost uncounted
+        return False
+
+
+def _counted_cost() -> dict:
+    """{"steps", "alloc_kb"} the candidate counted for this test's calls, or {} when it cannot say (gone,
+    or a reply that is not two counts): the host then has no count, never a made-up one."""
+    try:
+        steps, alloc = _rpc(["cost"])  # type: ignore[misc]
+    except (JudgeSignal, Exception):
+        return {}
+    if type(steps) is not int or type(alloc) not in (int, float) or steps < 0 or alloc < 0:
+        return {}
+    return {"steps": steps, "alloc_kb": alloc}
 
 
 def _verdict(raised: BaseException | None, test_code: str) -> dict:

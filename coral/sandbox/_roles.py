@@ -24,6 +24,7 @@ import builtins
 import os
 import sys
 import traceback
+import tracemalloc
 import types
 
 from _wire import WireError, decode, encode, read_frame, write_frame
@@ -69,6 +70,8 @@ def _answer(namespace: dict, objects: list, request: list) -> list:
         if op == "release":
             objects.clear()
             return ["ok", None]
+        if op in ("count", "cost"):
+            return ["ok", encode(_COUNT.start() if op == "count" else _COUNT.cost())]
         if op in ("get", "call"):
             if request[1] not in namespace:
                 return ["raise", "NameError", f"name {request[1]!r} is not defined by the solution"]
@@ -77,12 +80,52 @@ def _answer(namespace: dict, objects: list, request: list) -> list:
             target, args = getattr(objects[request[1]], request[2]), request[3:5]
         if op in ("get", "getattr"):
             return ["callable"] if callable(target) else _value(target)
-        result = target(*decode(args[0]), **decode(args[1]))
+        result = _COUNT.call(target, decode(args[0]), decode(args[1]))
         if op == "call" and isinstance(target, type) and type(result) is target:  # Solution(): kept here
             return _value(result, objects)
         return _value(result)
     except BaseException as exc:
         return ["raise", *_describe(exc)]
+
+
+class _Counter:
+    """Steps and allocations of the calls of one test, when the judge asks for them ("count" at the test's
+    start, "cost" at its end): every Python line event inside the calls (a line tracer on every frame they
+    run) and the peak of the memory allocated while they ran (tracemalloc, over what was allocated when
+    the test started). Deterministic for a deterministic program, unlike time and resident memory."""
+
+    def __init__(self) -> None:
+        self.on, self.steps, self.base = False, 0, 0
+
+    def start(self) -> None:
+        if not tracemalloc.is_tracing():
+            tracemalloc.start()
+        self.on, self.steps = True, 0
+        tracemalloc.reset_peak()
+        self.base = tracemalloc.get_traced_memory()[0]
+
+    def cost(self) -> list:
+        peak = max(0, tracemalloc.get_traced_memory()[1] - self.base)
+        self.on = False
+        return [self.steps, round(peak / 1024, 3)]
+
+    def call(self, target, args: list, kwargs: dict) -> object:
+        if not self.on:
+            return target(*args, **kwargs)
+
+        def line(frame, event, arg):
+            if event == "line":
+                self.steps += 1
+            return line
+
+        sys.settrace(lambda frame, event, arg: line)
+        try:
+            return target(*args, **kwargs)
+        finally:
+            sys.settrace(None)
+
+
+_COUNT = _Counter()
 
 
 def _value(value: object, objects: list | None = None) -> list:

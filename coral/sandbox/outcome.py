@@ -15,7 +15,7 @@ import os
 import signal
 from typing import TYPE_CHECKING
 
-from coral.trajectory import ExecutionResult, TestCase, TestResult
+from coral.trajectory import ExecutionResult, TestCase, TestCost, TestResult
 
 if TYPE_CHECKING:
     from coral.sandbox.sandbox import Job
@@ -52,11 +52,16 @@ def _how_it_ended(status: int) -> str:
         return f"killed by signal {sig}"
 
 
-def _measures(outcome: dict) -> dict:
-    """TestResult's measures: peak memory is the program's own (peak RSS over its start) plus the memory its
-    run-dir files held at the end of the test (a tmpfs with bwrap; 0 in the fallback, whose run dir is on disk)."""
-    return {"wall_s": outcome["wall_s"], "cpu_s": outcome["cpu_s"],
-            "peak_memory_mb": outcome["peak_mb"] + outcome.get("files_mb", 0.0)}
+def _measures(outcome: dict, verdict: dict | None = None) -> dict:
+    """TestResult's cost: peak memory is the program's own (peak RSS over its start) plus the memory its
+    run-dir files held at the end of the test (a tmpfs with bwrap; 0 in the fallback, whose run dir is on
+    disk); steps and the allocation peak are what the judge relayed from a counting candidate."""
+    counted = verdict or {}
+    steps, alloc = counted.get("steps"), counted.get("alloc_kb")
+    return {"cost": TestCost(wall_s=outcome["wall_s"], cpu_s=outcome["cpu_s"],
+                             peak_memory_mb=outcome["peak_mb"] + outcome.get("files_mb", 0.0),
+                             steps=steps if type(steps) is int else None,
+                             alloc_peak_kb=float(alloc) if type(alloc) in (int, float) else None)}
 
 
 def _limit_verdict(outcome: dict, memory_mb: int) -> tuple[str, str] | None:
@@ -94,17 +99,19 @@ def _whole_job_result(outcome: dict, case: TestCase, job: Job, verdict: bytes, s
         return _all_error(job, outcome["compile_error"])
     load_error = _load_error(outcome, verdict, stderr) if case.kind == "assert" else ""
     if load_error == LOAD_TIMEOUT:
-        errors = (TestResult("error", load_error, outcome["wall_s"], outcome["cpu_s"]),)
+        errors = (TestResult("error", load_error, cost=TestCost(wall_s=outcome["wall_s"], cpu_s=outcome["cpu_s"])),)
         return ExecutionResult(tests=errors * len(job.tests), error=load_error)
     return _all_error(job, load_error) if load_error else None
 
 
 def _judge_assert(outcome: dict, verdict_raw: bytes, memory_mb: int) -> TestResult:
-    measures = _measures(outcome)
     try:
         verdict = json.loads(verdict_raw[len(LOADED_MARK):] or b"{}")
     except ValueError:
         verdict = {}
+    if type(verdict) is not dict:
+        verdict = {}
+    measures = _measures(outcome, verdict)
     if verdict.get("status") == "pass" and not outcome["timed_out"]:
         return TestResult("pass", **measures)
     limited = _limit_verdict(outcome, memory_mb)

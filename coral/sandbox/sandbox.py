@@ -52,6 +52,14 @@ class Job:
     timeout_s: float | None = None
     memory_mb: int | None = None
     keep_output: bool = False  # stdio tests: return the program's stdout and stderr tail in TestResult.output
+    # assert tests: count the steps and the allocation peak of the test's calls (TestCost), a measure that
+    # does not move with the machine's load; the calls run under a line tracer, several times slower
+    count_steps: bool = False
+
+    def __post_init__(self) -> None:
+        if self.count_steps and any(t.kind != "assert" for t in self.tests):
+            raise ValueError("Job.count_steps: steps are counted in the calls of assert tests; this job has "
+                             "stdio tests (use a measured cost, e.g. efficiency_measure 'time')")
 
 
 class Sandbox:
@@ -262,7 +270,7 @@ def run_task(sandbox: Sandbox, task: Task, code: str, split: str = "private") ->
 def _cache_key(job: Job, sandbox: Sandbox) -> str:
     tests = [[t.kind, t.code, t.stdin, t.expected_stdout] for t in job.tests]
     blob = json.dumps([job.code, tests, job.entry_point, job.test_setup, job.timeout_s or sandbox.timeout_s,
-                       job.memory_mb or sandbox.memory_mb, sandbox.allow_subprocess, job.keep_output])
+                       job.memory_mb or sandbox.memory_mb, sandbox.allow_subprocess, job.keep_output, job.count_steps])
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -271,7 +279,7 @@ def _cacheable(result: ExecutionResult, timeout_s: float) -> bool:
     spent its CPU time (see CACHED_TIMEOUT_CPU_SHARE); a sleeping program's is run again too, at the cost
     of its limit."""
     timeouts = result.tests if result.error == LOAD_TIMEOUT else [t for t in result.tests if t.verdict == "timeout"]
-    return all(t.cpu_s >= CACHED_TIMEOUT_CPU_SHARE * timeout_s for t in timeouts)
+    return all(t.cost.cpu_s >= CACHED_TIMEOUT_CPU_SHARE * timeout_s for t in timeouts)
 
 
 def _memfd(name: str, data: bytes = b"") -> int:
@@ -287,7 +295,8 @@ def _test_fds(case: TestCase, job: Job) -> list[int]:
     """[stdin or payload, stdout, stderr] (+ verdict for assert tests), all fresh memfds."""
     if case.kind == "stdio":
         return [_memfd("stdin", case.stdin.encode()), _memfd("stdout"), _memfd("stderr")]
-    payload = json.dumps({"test": case.code, "test_setup": job.test_setup, "entry_point": job.entry_point})
+    payload = json.dumps({"test": case.code, "test_setup": job.test_setup, "entry_point": job.entry_point,
+                          "count": job.count_steps})
     return [_memfd("payload", payload.encode()), _memfd("stdout"), _memfd("stderr"), _memfd("verdict")]
 
 

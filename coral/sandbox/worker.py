@@ -40,8 +40,14 @@ THREAD_ENV = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", 
 # The server's own modules are compiled from source, never loaded from a __pycache__ (a test run or pip leaves
 # one): candidates forked from code objects a .pyc made took ~1 ms more CPU each (more pages copied on write).
 # The standard modules they import keep their caches: imported first.
-_BOOTSTRAP = ("import sys, array, ctypes, errno, fcntl, importlib, json, math, os, platform, resource, select, "
-              "signal, socket, struct, time, traceback, types, warnings; sys.path.insert(0, {dir!r}); "
+# Not -I: it implies -E, which ignores the environment's PYTHONHASHSEED, so string hashes (set and dict order
+# of strings, hash() itself) would differ from one worker start to the next. The environment is ours alone
+# (bwrap --clearenv, or the fallback's explicit env); -s skips the user's site-packages, and the bootstrap
+# drops the '' entry that -c puts first on sys.path (-P, from Python 3.11, does that too).
+PYTHON_FLAGS = ("-s", "-P") if sys.version_info >= (3, 11) else ("-s",)
+_BOOTSTRAP = ("import sys; sys.path[:] = [p for p in sys.path if p]; "
+              "import array, ctypes, errno, fcntl, importlib, json, math, os, platform, resource, select, "
+              "signal, socket, struct, time, traceback, tracemalloc, types, warnings; sys.path.insert(0, {dir!r}); "
               "sys.pycache_prefix = '/nonexistent/coral-sandbox'; import _server; sys.pycache_prefix = None; "
               "_server.main()")
 # Benchmark data shipped inside packages the sandbox binds read-only (programs import from them):
@@ -118,7 +124,7 @@ def _bwrap_command(bwrap: str, config: dict) -> list[str]:
         cmd += ["--dir", run_dir]
     cmd += ["--ro-bind", str(SERVER_DIR), SANDBOX_CODE_DIR, "--dev", "/dev", "--proc", "/proc",
             "--remount-ro", "/tmp", "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
-    return cmd + [sys.executable, "-I", "-c", _BOOTSTRAP.format(dir=SANDBOX_CODE_DIR), json.dumps(config)]
+    return cmd + [sys.executable, *PYTHON_FLAGS, "-c", _BOOTSTRAP.format(dir=SANDBOX_CODE_DIR), json.dumps(config)]
 
 
 class Worker:
@@ -154,7 +160,7 @@ class Worker:
         if self.isolation == "bwrap":
             cmd, env, cwd = _bwrap_command(find_bwrap() or "bwrap", config), {}, None
         else:
-            cmd = [sys.executable, "-I", "-c", _BOOTSTRAP.format(dir=code_dir), json.dumps(config)]
+            cmd = [sys.executable, *PYTHON_FLAGS, "-c", _BOOTSTRAP.format(dir=code_dir), json.dumps(config)]
             env = {"PATH": "/usr/bin:/bin", "HOME": run_dir, "TMPDIR": run_dir, "PYTHONHASHSEED": "0",
                    "PYTHONDONTWRITEBYTECODE": "1", **THREAD_ENV}
             cwd = run_dir

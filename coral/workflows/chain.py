@@ -42,6 +42,7 @@ class ChainConfig:
     rewrites_per_code: int = 1  # debugger rewrites of one code in one round
     # "public_fails": the debugger sees only codes whose public tests fail; "always": every code, every round
     debug_when: Literal["public_fails", "always"] = "public_fails"
+    count_steps: bool = False  # the sandbox counts each code's steps and allocations (TestCost), for a counted reward
 
     def __post_init__(self) -> None:
         for name in ("plans_per_task", "codes_per_plan", "retrievals_per_task", "rewrites_per_code"):
@@ -83,7 +84,7 @@ def run_chain(tasks: Sequence[Task], coder: Agent, sandbox: Any, cfg: ChainConfi
     code_keys = [f"{plan_keys[j]}/code{k % cfg.codes_per_plan}" for k, j in enumerate(code_plans)]
     codes = coder.act(contexts, call_index=0, entry_points=[t.entry_point for t in code_tasks], step=step,
                       keys=code_keys)
-    results = judge(sandbox, code_tasks, [t.parsed for t in codes])
+    results = judge(sandbox, code_tasks, [t.parsed for t in codes], count_steps=cfg.count_steps)
     trajectories = []
     for k, (turn, verdicts) in enumerate(zip(codes, results, strict=True)):
         j = code_plans[k]
@@ -161,7 +162,7 @@ def _debug_round(trajectories: list[Trajectory], writers: list[Turn], code_tasks
     keys = [f"{code_keys[k]}/debug{round_index}" + (f"/rewrite{i % n}" if n > 1 else "") for i, k in enumerate(rows)]
     fixes = debugger.act(contexts, call_index=round_index, entry_points=[code_tasks[k].entry_point for k in rows],
                          step=step, keys=keys)
-    results = judge(sandbox, [code_tasks[k] for k in rows], [t.parsed for t in fixes])
+    results = judge(sandbox, [code_tasks[k] for k in rows], [t.parsed for t in fixes], count_steps=cfg.count_steps)
     for lo in range(0, len(rows), n):
         k = rows[lo]
         tr = trajectories[k]

@@ -18,7 +18,7 @@ def unrunnable(n_tests: int, why: str) -> ExecutionResult:
     return ExecutionResult(tests=tuple(TestResult("error", why) for _ in range(n_tests)), error=why)
 
 
-def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None]) -> list[Verdicts]:
+def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None], count_steps: bool = False) -> list[Verdicts]:
     """The verdicts (public and private) of each (task, code) pair, in one parallel sandbox batch.
 
     The program run is `task.program(code)`: the answer with what the benchmark's harness puts before it
@@ -35,7 +35,7 @@ def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None]) -> l
         if code is not None and code.strip():
             tests = task.public_tests + task.private_tests
             jobs.append(Job(code=task.program(code), tests=tests, entry_point=task.entry_point,
-                            test_setup=task.test_setup, keep_output=_rejudges(task)))
+                            test_setup=task.test_setup, keep_output=_rejudges(task), count_steps=count_steps))
             where.append(i)
     results = [_rejudged(tasks[i], res) if _rejudges(tasks[i]) else res
                for i, res in zip(where, sandbox.run_many(jobs) if jobs else [], strict=True)]

@@ -46,8 +46,8 @@ def test_pass_at_k_rejects_impossible_counts(n, c, k):
 
 def _result(verdicts: str, cpu_s: float = 0.01, memory_mb: float = 2.0) -> ExecutionResult:
     names = {"p": "pass", "f": "fail", "t": "timeout"}
-    return ExecutionResult(tests=tuple(trajectory.TestResult(verdict=names[v], cpu_s=cpu_s, wall_s=2 * cpu_s,
-                                                  peak_memory_mb=memory_mb) for v in verdicts))
+    cost = trajectory.TestCost(cpu_s=cpu_s, wall_s=2 * cpu_s, peak_memory_mb=memory_mb)
+    return ExecutionResult(tests=tuple(trajectory.TestResult(verdict=names[v], cost=cost) for v in verdicts))
 
 
 def test_per_test_pass_rate_counts_a_program_that_did_not_run_as_zero_of_all_tests():

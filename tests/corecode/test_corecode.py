@@ -15,7 +15,7 @@ from coral.train.loop import next_batch
 from coral.train.losses import LossConfig
 from coral.train.rewards import CodeReward, coder_reward, efficiency_bonus
 from coral.train.sft import SFTConfig
-from coral.trajectory import Credit, ExecutionResult, TestResult, Trajectory, Turn
+from coral.trajectory import Credit, ExecutionResult, TestCost, TestResult, Trajectory, Turn
 
 
 def build_tasks(cfg):
@@ -28,7 +28,7 @@ def score_corecode(trajs, results, refs, cfg):
 
 
 def _res(verdicts, wall_s=0.01, mem=2.0):
-    return ExecutionResult(tuple(TestResult(v, wall_s=wall_s, peak_memory_mb=mem) for v in verdicts))
+    return ExecutionResult(tuple(TestResult(v, cost=TestCost(wall_s=wall_s, peak_memory_mb=mem)) for v in verdicts))
 
 
 def test_coder_reward_is_pass_fraction_without_bonus_when_any_test_fails():
@@ -44,23 +44,46 @@ def test_all_pass_mode_gives_zero_for_partial_solutions():
 def test_efficiency_bonus_rewards_being_as_fast_and_lean_as_the_reference():
     ref = _res(["pass"] * 2, wall_s=0.01, mem=2.0)
     # twice as slow (time ratio 0.5), same memory (1.0): bonus = 0.75
-    assert efficiency_bonus(_res(["pass"] * 2, wall_s=0.02, mem=2.0), ref) == pytest.approx(0.75)
+    assert efficiency_bonus(_res(["pass"] * 2, wall_s=0.02, mem=2.0), ref, "time") == pytest.approx(0.75)
     # faster than the reference is capped at 1
-    assert efficiency_bonus(_res(["pass"] * 2, wall_s=0.001, mem=1.0), ref) == 1.0
-    assert coder_reward(_res(["pass"] * 2, wall_s=0.02, mem=2.0), ref, "fraction", 0.2) == pytest.approx(1.15)
+    assert efficiency_bonus(_res(["pass"] * 2, wall_s=0.001, mem=1.0), ref, "time") == 1.0
+    assert coder_reward(_res(["pass"] * 2, wall_s=0.02, mem=2.0), ref, "fraction", 0.2, "time") == pytest.approx(1.15)
 
 
 def test_efficiency_bonus_ignores_differences_within_measurement_noise():
     ref = _res(["pass"] * 3, wall_s=0.0007, mem=1.2)
     noisy = [_res(["pass"] * 3, wall_s=w, mem=m) for w, m in ((0.0011, 0.4), (0.0031, 0.9), (0.0005, 0.0))]
-    assert [efficiency_bonus(r, ref) for r in noisy] == [1.0, 1.0, 1.0]  # all under the floors
+    assert [efficiency_bonus(r, ref, "time") for r in noisy] == [1.0, 1.0, 1.0]  # all under the floors
     ref = _res(["pass"] * 2, wall_s=0.1, mem=20.0)
-    assert efficiency_bonus(_res(["pass"] * 2, wall_s=0.12, mem=24.0), ref) == 1.0  # within 25%
+    assert efficiency_bonus(_res(["pass"] * 2, wall_s=0.12, mem=24.0), ref, "time") == 1.0  # within 25%
     # 3x slower (0.6 s vs 0.2 s) and 2x the memory: (1/3 + 1/2) / 2
-    assert efficiency_bonus(_res(["pass"] * 2, wall_s=0.3, mem=40.0), ref) == pytest.approx(5 / 12)
+    assert efficiency_bonus(_res(["pass"] * 2, wall_s=0.3, mem=40.0), ref, "time") == pytest.approx(5 / 12)
     # a slow solution against a reference under the floor is compared with the floor
-    assert efficiency_bonus(_res(["pass"], wall_s=0.04, mem=0.5), _res(["pass"], wall_s=0.001, mem=0.5)) \
+    assert efficiency_bonus(_res(["pass"], wall_s=0.04, mem=0.5), _res(["pass"], wall_s=0.001, mem=0.5), "time") \
         == pytest.approx((0.25 + 1.0) / 2)
+
+
+def _counted(verdicts, steps, alloc_kb):
+    n = len(verdicts)
+    return ExecutionResult(tuple(TestResult(v, cost=TestCost(wall_s=9.9, steps=steps // n, alloc_peak_kb=alloc_kb))
+                                 for v in verdicts))
+
+
+def test_the_counted_bonus_compares_steps_and_allocations_with_the_reference():
+    ref = _counted(["pass"] * 2, steps=400, alloc_kb=128.0)
+    # twice the steps (ratio 0.5), the same allocations (1.0): (0.5 + 1) / 2; wall time plays no part
+    assert efficiency_bonus(_counted(["pass"] * 2, steps=800, alloc_kb=128.0), ref) == 0.75
+    # within 25% of the reference, or both under the floors (100 steps, 64 kB): as good as the reference
+    assert efficiency_bonus(_counted(["pass"] * 2, steps=480, alloc_kb=150.0), ref) == 1.0
+    assert efficiency_bonus(_counted(["pass"] * 2, steps=90, alloc_kb=10.0), _counted(["pass"] * 2, 20, 1.0)) == 1.0
+    # 4x the steps and 4x the memory: (1/4 + 1/4) / 2
+    assert efficiency_bonus(_counted(["pass"] * 2, steps=1600, alloc_kb=512.0), ref) == 0.25
+    assert coder_reward(_counted(["pass"] * 2, 800, 128.0), ref, "all", 0.1) == pytest.approx(1.075)
+
+
+def test_the_counted_bonus_refuses_results_that_were_not_counted():
+    with pytest.raises(ValueError, match="count_steps=True"):
+        efficiency_bonus(_res(["pass"] * 2), _counted(["pass"] * 2, steps=400, alloc_kb=128.0))
 
 
 def test_efficiency_bonus_needs_a_passing_reference():

@@ -13,7 +13,7 @@ import pytest
 from sandbox_helpers import asserts, make_sandbox, processes_named
 
 from coral.sandbox import Job, Sandbox
-from coral.trajectory import TestCase
+from coral.trajectory import TestCase, TestCost
 
 ADD_ONE = "def f(x):\n    return x + 1\n"
 ADD_ONE_TESTS = asserts("assert candidate(1) == 2", "assert candidate(2) == 3")
@@ -75,15 +75,15 @@ def test_the_cache_keeps_timeouts_that_used_their_cpu_and_every_other_verdict():
     from coral.trajectory import ExecutionResult, TestResult
 
     def result(*tests: tuple[str, float]) -> ExecutionResult:
-        return ExecutionResult(tests=tuple(TestResult(verdict, cpu_s=cpu_s) for verdict, cpu_s in tests))
+        return ExecutionResult(tests=tuple(TestResult(verdict, cost=TestCost(cpu_s=cpu_s)) for verdict, cpu_s in tests))
 
     assert _cacheable(result(("pass", 0.0), ("fail", 0.1), ("memory", 0.0), ("error", 0.0)), timeout_s=1.0)
     assert _cacheable(result(("pass", 0.0), ("timeout", 0.95)), timeout_s=1.0)
     assert not _cacheable(result(("pass", 0.0), ("timeout", 0.5)), timeout_s=1.0)
     assert not _cacheable(result(("timeout", 1.7)), timeout_s=2.0)
-    loading = ExecutionResult(tests=(TestResult("error", cpu_s=0.2),) * 2, error=LOAD_TIMEOUT)
+    loading = ExecutionResult(tests=(TestResult("error", cost=TestCost(cpu_s=0.2)),) * 2, error=LOAD_TIMEOUT)
     assert not _cacheable(loading, timeout_s=1.0)
-    assert _cacheable(dataclasses.replace(loading, tests=(TestResult("error", cpu_s=0.95),) * 2), timeout_s=1.0)
+    assert _cacheable(dataclasses.replace(loading, tests=(TestResult("error", cost=TestCost(cpu_s=0.95)),) * 2), timeout_s=1.0)
 
 
 def test_kept_output_is_part_of_the_cache_key(bwrap_sandbox):

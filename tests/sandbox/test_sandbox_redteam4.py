@@ -126,8 +126,8 @@ def test_memory_held_in_run_dir_files_counts_in_the_peak(bwrap_sandbox):
     # bwrap only: the fallback's run dir is on the host disk, where files are not memory
     tests = asserts("assert candidate(48) == 48", "assert candidate(9) == 9")
     first, second = bwrap_sandbox.run(KEEPS_FILES, tests, entry_point="f", timeout_s=5.0).tests
-    assert first.passed and 48 <= first.peak_memory_mb < 64, first
-    assert second.passed and 9 <= second.peak_memory_mb < 16, second  # its own 9 MB: 48 were there before
+    assert first.passed and 48 <= first.cost.peak_memory_mb < 64, first
+    assert second.passed and 9 <= second.cost.peak_memory_mb < 16, second  # its own 9 MB: 48 were there before
     stdio = KEEPS_FILES + "print(f(40))\n"
     result = bwrap_sandbox.run(stdio, [TestCase("stdio", expected_stdout="40")], timeout_s=5.0).tests[0]
-    assert result.passed and 40 <= result.peak_memory_mb < 56, result
+    assert result.passed and 40 <= result.cost.peak_memory_mb < 56, result

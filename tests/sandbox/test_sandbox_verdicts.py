@@ -93,8 +93,8 @@ def test_peak_memory_and_times_are_measured(bwrap_sandbox):
     code = "def f():\n    x = b'x' * (64 * 2**20)\n    return len(x)\n"
     result = bwrap_sandbox.run(code, asserts("assert candidate() == 64 * 2**20"), entry_point="f")
     test = result.tests[0]
-    assert test.passed and 60 <= test.peak_memory_mb <= 80
-    assert 0 < test.cpu_s <= test.wall_s + 0.05
+    assert test.passed and 60 <= test.cost.peak_memory_mb <= 80
+    assert 0 < test.cost.cpu_s <= test.cost.wall_s + 0.05
 
 
 def test_memory_limit_of_a_job_overrides_the_default(bwrap_sandbox):
