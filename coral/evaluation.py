@@ -15,11 +15,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from coral.agents import PROMPT_STYLES, make_agent
+from coral.benchmarks import load_benchmark
+from coral.benchmarks.metrics import fix_rate, pass_at_k
 from coral.config import UserInputError, check_at_least
 from coral.jsonl import JsonlWriter, write_atomic
+from coral.policy import load_policy
 from coral.policy.base import DTYPE_HELP, SamplingParams, check_dtype
 from coral.policy.loading import files_stamp
+from coral.policy.scripted import ScriptedPolicy
 from coral.samples import export_evalplus, kept_samples, sample_record, start_samples
+from coral.sandbox import Sandbox
+from coral.scale import ScaleOut, distribute_agents
 from coral.terminal import Bar, print_metrics
 from coral.trajectory import Task
 from coral.workflows.chain import ChainConfig, run_chain
@@ -115,8 +121,6 @@ def summarize_samples(records: Sequence[dict[str, Any]], ks: Sequence[int]) -> d
     """pass@k, tokens, parse failures; with a debugger in the chain (records with metrics "debug_turns"),
     also its fix rate: of the samples whose coder's code failed and that the debugger rewrote, the share
     whose final code passes."""
-    from coral.benchmarks.metrics import fix_rate, pass_at_k
-
     by_task: dict[str, list[bool]] = {}
     for r in records:
         by_task.setdefault(r["task_id"], []).append(bool(r["passed"]))
@@ -135,8 +139,6 @@ def summarize_samples(records: Sequence[dict[str, Any]], ks: Sequence[int]) -> d
 
 def build_agents(cfg: EvalConfig, stop: Sequence[str] = ()) -> dict[str, Any]:
     """The agents of `cfg.workflow` in `cfg.style`; `stop`: the benchmark's stop sequences (completion)."""
-    from coral.policy import load_policy
-
     coder_policy = load_policy(cfg.model, dtype=cfg.dtype)
     planner_policy = coder_policy
     if cfg.planner_model and cfg.planner_model != cfg.model:
@@ -162,14 +164,15 @@ def send_raw(policy: Any) -> Any:
     """`policy`, set to send each request's text as it is, with no chat template (prompt style completion):
     an OpenAI-compatible server through its /completions endpoint, a transformers policy without its
     template. Other policies are refused, naming the way that works."""
+    # lazy: the openai SDK (about half a second) only for openai: models
     from coral.policy.openai import OpenAIPolicy, render_raw
-    from coral.policy.scripted import ScriptedPolicy
 
     if isinstance(policy, OpenAIPolicy):
         policy.endpoint, policy.render = "completions", render_raw
         return policy
     if isinstance(policy, ScriptedPolicy):  # renders nothing: its replies are the completions
         return policy
+    # lazy: torch and transformers only when a local model is built
     from coral.policy.hf import HFPolicy
 
     if isinstance(policy, HFPolicy):
@@ -200,8 +203,6 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
     `step` keys the random streams (coral/seeding.py): 0 for a standalone evaluation, `EVAL_STEP`
     inside a training run. A sample's stream depends on its task id and sample index, not on
     `tasks_per_batch` (nor on which tasks an earlier run finished)."""
-    from coral.benchmarks import load_benchmark
-
     if cfg.workflow in LATENT_WORKFLOWS:
         raise UserInputError(f"workflow {cfg.workflow!r} is RecursiveMAS's: coral.recursivemas.run_latent_eval "
                              "evaluates it (`coral eval` does)")
@@ -245,8 +246,6 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
 def _evaluate(cfg: EvalConfig, tasks: Sequence[Task], agents: dict[str, Any], sandbox: Any, step: int,
               writer: JsonlWriter, bar: Callable[[int, float], None], records: list[dict[str, Any]]) -> None:
     """Run the workflow on `tasks`, batch by batch, appending each batch's samples to `writer` and `records`."""
-    from coral.sandbox import Sandbox
-    from coral.scale import ScaleOut, distribute_agents  # imports no ray without cfg.ray_address
 
     own_sandbox = sandbox is None
     local = sandbox = sandbox or Sandbox(workers=cfg.sandbox_workers, timeout_s=cfg.timeout_s)

@@ -98,10 +98,5 @@ def function_level_imports_without_a_reason() -> list[str]:
     return sorted(set(out))
 
 
-# packages under other work while the house moved; their imports are reviewed when that work lands
-NOT_YET_REVIEWED = ("coral/benchmarks/", "coral/evaluation.py", "coral/policy/", "coral/sandbox/", "coral/scale/",
-                    "coral/train/grpo.py", "coral/workflows/common.py")
-
-
 def test_an_import_inside_a_function_says_which_cost_it_saves():
-    assert [f for f in function_level_imports_without_a_reason() if not f.startswith(NOT_YET_REVIEWED)] == []
+    assert function_level_imports_without_a_reason() == []

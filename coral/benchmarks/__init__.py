@@ -29,6 +29,7 @@ from coral.benchmarks.contests import parse_apps, parse_codecontests
 from coral.benchmarks.humaneval import load_humaneval_wheel, parse_humaneval
 from coral.benchmarks.livecodebench import parse_livecodebench
 from coral.benchmarks.mbpp import parse_mbpp, parse_mbpp_plus
+from coral.benchmarks.procedural import make_tasks
 from coral.benchmarks.records import RecordError, read_records
 from coral.config import UserInputError
 from coral.trajectory import Task, TestCase
@@ -133,8 +134,6 @@ def _data_dir() -> Path:
 
 
 def _procedural(name: str, split: str | None, limit: int | None, seed: int) -> list[Task]:
-    from coral.benchmarks.procedural import make_tasks
-
     split = split or {"procedural-train": "train", "procedural-validation": "validation"}.get(name, "test")
     return make_tasks(DEFAULT_PROCEDURAL_TASKS if limit is None else limit, split, seed=seed)
 

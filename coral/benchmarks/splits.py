@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from coral.benchmarks.procedural import make_tasks, parse_composition, skeleton_unit
 from coral.trajectory import Task
 
 RL_SKELETON_SALT = "coral-rl-skeletons/"
@@ -31,8 +32,6 @@ class ProceduralSplits:
 
 def build_tasks(spec: ProceduralSplits) -> tuple[list[Task], list[Task]]:
     """(train split, test split): the first n_train_tasks / n_test_tasks tasks of each, seeded."""
-    from coral.benchmarks.procedural import make_tasks
-
     train = make_tasks(spec.n_train_tasks, "train", min_depth=spec.min_depth, max_depth=spec.max_depth,
                        seed=spec.seed)
     test = make_tasks(spec.n_test_tasks, "test", min_depth=spec.min_depth, max_depth=spec.max_depth,
@@ -42,8 +41,6 @@ def build_tasks(spec: ProceduralSplits) -> tuple[list[Task], list[Task]]:
 
 def _split_off_rl_skeletons(spec: ProceduralSplits, train: list[Task]) -> tuple[list[Task], list[Task]]:
     """(SFT's tasks, RL's tasks): train tasks whose skeleton hashes below rl_skeleton_fraction go to RL."""
-    from coral.benchmarks.procedural import parse_composition, skeleton_unit
-
     sft: list[Task] = []
     rl: list[Task] = []
     for task in train:
@@ -78,8 +75,6 @@ def fresh_tasks(spec: ProceduralSplits, train: Sequence[Task], rl_pool: Sequence
     n_train_tasks (make_tasks extends its list deterministically), less any the RL pool holds (rl_max_depth
     draws other train-split tasks). Neither SFT nor RL sees them; their skeletons are the train split's,
     where the test split's are new."""
-    from coral.benchmarks.procedural import make_tasks
-
     n = spec.n_fresh_tasks
     if n == 0:
         return []

@@ -93,6 +93,7 @@ def _content_hash(path: Path) -> str:
 def _convert(gguf_file: Path, target: Path, name: str) -> None:
     if importlib.util.find_spec("gguf") is None:
         raise ModuleNotFoundError(f"loading {gguf_file.name} needs the `gguf` package: {SMOLLM2_INSTALL}")
+    # lazy: transformers (seconds) only when a GGUF model is loaded
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, file = str(gguf_file.parent), gguf_file.name

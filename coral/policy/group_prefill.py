@@ -127,6 +127,7 @@ def _attention(module: Any, query: Tensor, key: Tensor, value: Tensor, attention
 def _register() -> bool:
     """Register the attention function; False for a transformers without AttentionInterface (< 4.48)."""
     try:
+        # lazy: transformers only when a group prefill runs
         from transformers import AttentionInterface
     except ImportError:
         return False

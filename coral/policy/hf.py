@@ -318,6 +318,7 @@ class HFPolicy:
     def add_lora(self, r: int = 8, alpha: int = 16, target_modules: Sequence[str] | None = None) -> None:
         """Wrap the model with peft LoRA adapters (default: every linear layer except the output head);
         afterwards only the adapter weights require grad. B starts at zero (the model is unchanged)."""
+        # lazy: peft (about a second) only for LoRA policies
         from peft import LoraConfig, PeftModel, get_peft_model
 
         if isinstance(self.model, PeftModel):
@@ -365,6 +366,7 @@ class HFPolicy:
         """A policy from a local directory written by `save` or `save_pretrained`, or a hub name.
         Extra kwargs go to HFPolicy (name, batch_size, truncate_prompt_left, dtype); the weights load as
         float32 master weights whatever the checkpoint's precision."""
+        # lazy: transformers (seconds) only when a model is loaded from disk
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         local = Path(path)
@@ -374,6 +376,7 @@ class HFPolicy:
             model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         if (local / ADAPTER_DIR).is_dir():
+            # lazy: peft (about a second) only for LoRA policies
             from peft import PeftModel
 
             model = PeftModel.from_pretrained(model, str(local / ADAPTER_DIR), is_trainable=True)

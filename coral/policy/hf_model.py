@@ -43,6 +43,7 @@ def eval_mode(model: Any) -> Iterator[None]:
 @contextlib.contextmanager
 def no_hf_progress_bars():
     """transformers' tqdm bars off for the block, then back to what they were."""
+    # lazy: transformers (seconds) only when a model is loaded
     from transformers.utils import logging as hf_logging
 
     was_enabled = hf_logging.is_progress_bar_enabled()
@@ -60,6 +61,7 @@ def disable_dropout(model: Any) -> int:
     Two kinds exist in transformers models: torch.nn.Dropout modules (GPT-2, peft's lora_dropout) and
     float attributes that the forward passes to a functional dropout only in train mode (Llama's
     `attention_dropout`, many `*_dropout` fields). The model's config is left as it was."""
+    # lazy: torch only when a model is prepared for training
     import torch
 
     zeroed = 0

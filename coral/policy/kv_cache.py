@@ -19,6 +19,7 @@ def buffered_cache(model: Any, capacity: int) -> Any:
     cache -- for transformers without cache layers (< 4.56) or models with sliding-window or other
     special layers."""
     try:
+        # lazy: transformers (seconds) only when a cache is built
         from transformers.cache_utils import DynamicCache, DynamicLayer
     except ImportError:
         return None
@@ -36,6 +37,7 @@ def buffered_cache(model: Any, capacity: int) -> Any:
 @functools.cache
 def _buffered_layer_class() -> type | None:
     """The buffered layer class, built once; None for a layer API older than the one it was built on."""
+    # lazy: transformers (seconds) only when a cache is built
     from transformers.cache_utils import DynamicLayer
 
     if getattr(DynamicLayer(), "is_initialized", None) is not False:
@@ -110,6 +112,7 @@ def cache_of(out: Any) -> Any:
     if cache is None:
         cache = out.past_key_values
     if isinstance(cache, tuple):
+        # lazy: transformers (seconds) only when a cache is built
         from transformers import DynamicCache
 
         cache = DynamicCache.from_legacy_cache(cache)

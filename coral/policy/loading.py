@@ -29,6 +29,7 @@ from typing import Any
 
 from coral.config import UserInputError
 from coral.policy.base import Policy
+from coral.policy.scripted import scripted_from_file
 
 WITHOUT_PRECISION = ("openai", "scripted")  # spec kinds whose model does not run in this process
 
@@ -39,10 +40,12 @@ def load_policy(spec: str, dtype: str | None = None, **kwargs: Any) -> Policy:
     if dtype is not None and kind not in WITHOUT_PRECISION and not (kind == "vllm" and dtype == "auto"):
         kwargs["dtype"] = dtype
     if spec == "tiny":
+        # lazy: torch and transformers only for local models
         from coral.policy.tiny import tiny_policy
 
         return tiny_policy(**kwargs)
     if spec == "smollm2":
+        # lazy: torch and transformers only for local models
         from coral.policy.gguf import smollm2_policy
 
         return smollm2_policy(**kwargs)
@@ -77,6 +80,7 @@ def files_stamp(spec: str) -> str | None:
 
 
 def _load_dir(directory: str, **kwargs: Any) -> Policy:
+    # lazy: torch and transformers only for local models
     from coral.policy.hf import HFPolicy
 
     path = Path(directory).expanduser()
@@ -94,6 +98,7 @@ def _load_hub(name: str, **kwargs: Any) -> Policy:
     import huggingface_hub  # lazy: only hub names need it
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
+    # lazy: torch and transformers only for local models
     from coral.policy.hf import HFPolicy
 
     if Path(name).expanduser().is_dir():  # a snapshot already on disk
@@ -130,6 +135,7 @@ def _did_you_mean(word: str, choices: Any, suffix: str) -> str:
 
 
 def _load_openai(target: str, **kwargs: Any) -> Policy:
+    # lazy: the openai SDK only for openai: models
     from coral.policy.openai import OpenAIPolicy
 
     url, _, model = target.partition("#")
@@ -141,18 +147,18 @@ def _load_openai(target: str, **kwargs: Any) -> Policy:
 
 
 def _load_scripted(file: str, **kwargs: Any) -> Policy:
-    from coral.policy.scripted import scripted_from_file
-
     return scripted_from_file(file, **kwargs)
 
 
 def _load_gguf(spec: str, **kwargs: Any) -> Policy:
+    # lazy: torch and transformers only for local models
     from coral.policy.gguf import gguf_policy
 
     return gguf_policy(spec, **kwargs)
 
 
 def _load_vllm(model: str, **kwargs: Any) -> Policy:
+    # lazy: vllm (GPU only) only for vllm: models
     from coral.policy.vllm import VLLMPolicy
 
     return VLLMPolicy(model, **kwargs)

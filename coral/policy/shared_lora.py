@@ -61,12 +61,14 @@ class AdapterPolicy(HFPolicy):
     # ------------------------------------------------------------------ checkpoints and saving
     def state_dict(self) -> dict[str, torch.Tensor]:
         """This view's adapter weights (peft's names, adapter name removed)."""
+        # lazy: peft (about a second) only when adapters are built or saved
         from peft import get_peft_model_state_dict
 
         return {k: v.detach().clone() for k, v in get_peft_model_state_dict(self.model, adapter_name=self.adapter).items()}
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Set this view's adapter from `state_dict()`'s output; every adapter weight must be there."""
+        # lazy: peft (about a second) only when adapters are built or saved
         from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
         expected = set(get_peft_model_state_dict(self.model, adapter_name=self.adapter))
@@ -77,6 +79,7 @@ class AdapterPolicy(HFPolicy):
 
     def adopt(self, trained: HFPolicy) -> None:
         """Take the adapter weights of `trained`, a policy loaded from this view's `save` and trained since."""
+        # lazy: peft (about a second) only when adapters are built or saved
         from peft import get_peft_model_state_dict
 
         if not is_peft(trained.model):
@@ -85,6 +88,7 @@ class AdapterPolicy(HFPolicy):
 
     def _save(self, path: Path) -> None:
         """The base model (no adapter weights) plus this view's adapter as the "default" one."""
+        # lazy: safetensors.torch pulls torch, only when adapters are saved
         from safetensors.torch import save_file
 
         self._save_base(path)
@@ -100,6 +104,7 @@ def shared_lora(policy: HFPolicy, names: Sequence[str], r: int = 8, alpha: int =
     """One LoRA adapter per name on `policy`'s model (default targets: every linear layer but the head);
     returns a view per name. The base weights are frozen and held once. B starts at zero, so every view
     starts as the base model."""
+    # lazy: peft (about a second) only when adapters are built or saved
     from peft import LoraConfig, get_peft_model
 
     names = list(names)

@@ -30,6 +30,7 @@ INSTALL_HINT = "VLLMPolicy needs the 'vllm' package, which is not installed: pip
 
 def import_vllm() -> Any:
     try:
+        # lazy: vllm is GPU only and optional
         import vllm
     except ImportError as error:
         raise ImportError(INSTALL_HINT) from error
@@ -76,6 +77,7 @@ class VLLMPolicy:
             )
         lora = None
         if self.lora_path is not None:
+            # lazy: vllm is GPU only and optional
             from vllm.lora.request import LoRARequest
 
             lora = LoRARequest("coral", 1, self.lora_path)

@@ -344,6 +344,7 @@ def serve_judge() -> None:
     or a reply forged to look like one), so the server ends that candidate instead of keeping it for
     the job's next test. The server keeps its own copies of the candidate's pipes while the candidate
     lives. The server kills and respawns a judge that misses the deadline; never returns."""
+    # lazy: imported in the judge process after its start, never in the server
     import socket
 
     control = socket.socket(fileno=JUDGE_CONTROL_FD)

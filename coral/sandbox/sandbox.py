@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from rich.progress import track
+
 from coral.sandbox.outcome import (
     LOAD_TIMEOUT,
     OUTPUT_LIMIT_MB,
@@ -105,8 +107,6 @@ class Sandbox:
         slot = [first.setdefault(key, i) if key else i for i, key in enumerate(keys)]
         futures = {i: self._pool.submit(self._run_job, jobs[i], keys[i]) for i in dict.fromkeys(slot)}
         if progress:
-            from rich.progress import track
-
             for future in track(futures.values(), description="sandbox", total=len(futures)):
                 future.result()
         return [futures[i].result() for i in slot]

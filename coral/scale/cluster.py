@@ -29,6 +29,8 @@ from dataclasses import replace
 from typing import Any
 
 from coral.scale.actors import CALL_TIMEOUT_S, START_TIMEOUT_S, import_ray
+from coral.scale.rollout import RolloutPool
+from coral.scale.sandbox_pool import RaySandbox
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +73,7 @@ def on_loopback() -> Iterator[str]:
     """Inside, Ray takes 127.0.0.1 as this machine's address (as it does on macOS and Windows, where it
     runs single-machine by default): nodes started and addresses resolved here stay on loopback. Ray
     reads its switch (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER) once at import, so it is set on the module."""
+    # lazy: ray (seconds, optional) only with --ray-address
     from ray._private import ray_constants
 
     saved = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
@@ -114,8 +117,6 @@ class ScaleOut:
             raise
 
     def _distribute(self, policies: Any, sandbox: Any) -> tuple[Any, Any]:
-        from coral.scale.rollout import RolloutPool
-        from coral.scale.sandbox_pool import RaySandbox
 
         ray = connect(self.ray_address)
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))

@@ -73,9 +73,11 @@ class RolloutWorker:
 
 def build_replica(replica: str, policy_kwargs: Mapping[str, Any]) -> Policy:
     if replica.startswith("vllm:"):
+        # lazy: vllm (GPU only) only for vllm replicas
         from coral.scale.vllm_engine import VLLMEngine
 
         return VLLMEngine(replica.removeprefix("vllm:"), **policy_kwargs)
+    # lazy: policies import torch only in a replica, not in the driver
     from coral.policy import load_policy
 
     return load_policy(replica, **policy_kwargs)
@@ -83,6 +85,7 @@ def build_replica(replica: str, policy_kwargs: Mapping[str, Any]) -> Policy:
 
 def copy_into(model: Any, tensors: Mapping[str, Any]) -> int:
     """Copy `tensors` into `model`'s state by name; an unknown name or a shape mismatch is an error."""
+    # lazy: torch only in a replica that holds weights
     import torch
 
     state = model.state_dict()
@@ -113,6 +116,7 @@ def changed_tensors(model: Any, synced: Mapping[str, int], full: bool = False,
     if not names:
         return {}, current
     if merge_lora and hasattr(model, "peft_config"):
+        # lazy: vllm (GPU only) only for vllm replicas
         from coral.scale.vllm_engine import merged_lora_weights
 
         return merged_lora_weights(model, names), current

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from coral.sandbox import Job, Sandbox
 from coral.scale.actors import CALL_TIMEOUT_S, START_TIMEOUT_S, ActorGroup, import_ray, split
 from coral.trajectory import ExecutionResult, TestCase
 
@@ -27,8 +28,6 @@ class SandboxWorker:
     """The actor: one coral Sandbox."""
 
     def __init__(self, sandbox_kwargs: Mapping[str, Any]) -> None:
-        from coral.sandbox import Sandbox
-
         self.sandbox = Sandbox(**sandbox_kwargs)
 
     def run_many(self, jobs: Sequence[Any]) -> list[ExecutionResult]:
@@ -52,7 +51,6 @@ class RaySandbox:
         unknown = sorted(set(sandbox_kwargs) - set(SANDBOX_FIELDS))
         if unknown:
             raise TypeError(f"RaySandbox: unknown Sandbox argument {unknown[0]!r}; known: {list(SANDBOX_FIELDS)}")
-        from coral.sandbox import Sandbox
 
         Sandbox(**sandbox_kwargs).close()  # bad settings fail here, in the driver, with Sandbox's message
         self.sandbox_kwargs = dict(sandbox_kwargs)
@@ -70,8 +68,6 @@ class RaySandbox:
 
     def run(self, code: str, tests: Sequence[TestCase], *, entry_point: str = "", test_setup: str = "",
             timeout_s: float | None = None, memory_mb: int | None = None) -> ExecutionResult:
-        from coral.sandbox import Job
-
         return self.run_many([Job(code, tuple(tests), entry_point, test_setup, timeout_s, memory_mb)])[0]
 
     def run_many(self, jobs: Sequence[Any], progress: bool = False) -> list[ExecutionResult]:

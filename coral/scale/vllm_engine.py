@@ -26,6 +26,7 @@ def merged_lora_weights(model: Any, names: Iterable[str]) -> dict[str, Any]:
     """Plain HF-named weights of a peft model for the state entries `names` that changed: each adapted
     layer with a changed adapter tensor becomes its merged weight W + scale * B @ A (active adapter);
     other changed entries keep their value; adapter tensors themselves are not sent."""
+    # lazy: torch only when weights are pushed to an engine
     import torch
 
     names = list(names)

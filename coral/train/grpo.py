@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from coral.policy.hf import HFPolicy
 from coral.train.advantages import ADVANTAGES, group_ids
 from coral.train.losses import LossConfig, kl_k3, policy_loss
 from coral.train.sft import SFTConfig
@@ -305,8 +306,6 @@ def saved_references(policies: Mapping[str, Any], dirs: Mapping[str, Path], save
     """A frozen copy of each named policy for a KL reference (`frozen_copy`), also written to its folder in
     `dirs`; with `saved` (a resumed run), read back from there instead of copied from the current weights.
     A missing folder is an error naming `what` (e.g. "SFT reference") and the policy."""
-    from coral.policy.hf import HFPolicy
-
     refs = {}
     for name, policy in policies.items():
         where = Path(dirs[name])

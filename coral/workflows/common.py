@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from coral.benchmarks.outputs import OUTPUT_MATCHES
+from coral.sandbox import Job
 from coral.trajectory import ExecutionResult, Task, TestResult, Verdicts
 
 
@@ -26,8 +28,6 @@ def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None], coun
     (`task.output_match`, coral.benchmarks.outputs). Public and private tests run in one job per code;
     results are split back by position.
     """
-    from coral.sandbox import Job
-
     if len(tasks) != len(codes):
         raise ValueError(f"judge: {len(tasks)} tasks but {len(codes)} codes")
     jobs, where = [], []
@@ -60,8 +60,6 @@ def stdout_of(output: str) -> str:
 def _rejudged(task: Task, result: ExecutionResult) -> ExecutionResult:
     """`result` with each failed stdio test judged again by the task's output rule; outputs dropped (they
     were kept for this comparison only)."""
-    from coral.benchmarks.outputs import OUTPUT_MATCHES
-
     match = OUTPUT_MATCHES[task.output_match]
     tests = []
     for case, test in zip(task.public_tests + task.private_tests, result.tests, strict=True):
