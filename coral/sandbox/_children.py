@@ -144,7 +144,7 @@ def run_judge(setup: Setup) -> None:
 
 
 def _read_all(fd: int) -> str:
-    chunks = []
+    chunks: list[bytes] = []
     while chunk := os.pread(fd, 1 << 20, sum(map(len, chunks))):
         chunks.append(chunk)
     return b"".join(chunks).decode(errors="surrogatepass")  # as the host encoded it

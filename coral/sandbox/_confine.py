@@ -232,7 +232,8 @@ def build_seccomp(allow_subprocess: bool, host_files_visible: bool = False) -> S
     if machine not in ("x86_64", "aarch64"):
         return None
     col, arch = (0, 0xC000003E) if machine == "x86_64" else (1, 0xC00000B7)
-    nr = {name: nums[col] for name, nums in _SYSCALLS.items() if nums[col] is not None}
+    # a type checker does not narrow nums[col] by the comprehension's condition
+    nr: dict[str, int] = {name: nums[col] for name, nums in _SYSCALLS.items() if nums[col] is not None}  # type: ignore[misc]
     eperm = _errno(errno.EPERM)
     out = [_ins(_LD_ABS, 4), _ins(_JEQ, arch, 1, 0), _ins(_RET, RET_KILL), _ins(_LD_ABS, 0)]
     if machine == "x86_64":  # x32 syscalls alias the 64-bit table: refuse them wholesale

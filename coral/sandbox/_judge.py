@@ -22,6 +22,8 @@ import fcntl
 import json
 import os
 import traceback
+import types
+from typing import Any  # typing is preloaded in the sandbox's server (_server.PRELOAD)
 
 from _roles import LOADED_MARK, RPC_IN, RPC_OUT, _describe
 from _wire import WireError, decode, encode, read_frame, write_frame
@@ -66,7 +68,7 @@ def _remote_exception(type_name: str, message: str) -> BaseException:
             not issubclass(base, (StopIteration, StopAsyncIteration)):
         try:
             exc = base(message)
-            exc.coral_remote = True
+            exc.coral_remote = True  # type: ignore[attr-defined]  # a marker on a builtin exception instance
             return exc
         except Exception:  # a class that needs more arguments (UnicodeDecodeError, ExceptionGroup)
             pass
@@ -79,7 +81,7 @@ def _remote_exception(type_name: str, message: str) -> BaseException:
 _HANDED_OUT = [False]  # whether the candidate holds objects for the current test (released after it)
 
 
-def _rpc(request: list, as_callable=None, constructs: bool = False) -> object:
+def _rpc(request: list, as_callable=None, constructs: bool = False) -> Any:
     """Send `request` to the candidate and return its answer as a judge-side value; a callable the
     candidate names comes back as `as_callable()`. An object the wire refuses comes back as a
     _RemoteObject only from a call that `constructs` one (the entry point called without arguments,
@@ -182,7 +184,8 @@ class _RemoteObject:
     def _refuse(self, *_: object) -> object:
         raise Unsupported(f"the candidate returned a value the judge cannot check: {self._reason}")
 
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __hash__ = __len__ = __iter__ = _refuse
+    # every operator refuses, whatever object's signature for it (__eq__, __hash__ differ on purpose)
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __hash__ = __len__ = __iter__ = _refuse  # type: ignore[assignment]
     __contains__ = __int__ = __float__ = __index__ = __complex__ = __abs__ = __neg__ = __add__ = __radd__ = _refuse
     __sub__ = __rsub__ = __mul__ = __rmul__ = __getitem__ = _refuse
 
@@ -222,11 +225,11 @@ def _failure_line(exc: BaseException, test_code: str) -> str:
     return ""
 
 
-_CODE_CACHE: dict[tuple[str, str], object] = {}
+_CODE_CACHE: dict[tuple[str, str], types.CodeType] = {}
 _CODE_CACHE_CHARS = 4 << 20  # of test source held compiled; code objects take several times that
 
 
-def _compiled(source: str, filename: str) -> object:
+def _compiled(source: str, filename: str) -> types.CodeType:
     """Compile test code once per judge process (the judge serves many tests), holding at most about
     _CODE_CACHE_CHARS of source, so tests with large literals cannot exhaust the judge's memory cap
     for later jobs. `dont_inherit`: this module's `from __future__` imports stay out of test code."""
@@ -292,7 +295,7 @@ def _counted_cost() -> dict:
     """{"steps", "alloc_kb"} the candidate counted for this test's calls, or {} when it cannot say (gone,
     or a reply that is not two counts): the host then has no count, never a made-up one."""
     try:
-        steps, alloc = _rpc(["cost"])  # type: ignore[misc]
+        steps, alloc = _rpc(["cost"])
     except (JudgeSignal, Exception):
         return {}
     if type(steps) is not int or type(alloc) not in (int, float) or steps < 0 or alloc < 0:

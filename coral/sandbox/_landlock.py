@@ -32,7 +32,7 @@ class Landlock:
     ruleset fd that also allows everything below write_dir. The paths are opened once here: a ruleset
     must be made again for each fresh run dir (a rule names an inode, and each tmpfs has its own root)."""
 
-    def __init__(self, read_paths: list[str], device_files: list[str], hidden: list[str] = ()) -> None:
+    def __init__(self, read_paths: list[str], device_files: list[str], hidden: list[str] | tuple[str, ...] = ()) -> None:
         self.abi = landlock_abi()
         self.handled_fs = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1,
                            4: (1 << 15) - 1}.get(self.abi, (1 << 16) - 1)
@@ -69,7 +69,7 @@ class Landlock:
         return int(ruleset)
 
 
-def _read_rules(read_paths: list[str], hidden: list[str]) -> list[tuple[str, int]]:
+def _read_rules(read_paths: list[str], hidden: list[str] | tuple[str, ...]) -> list[tuple[str, int]]:
     """(path, access) read rules for everything below `read_paths` except the `hidden` real paths.
     Landlock only adds rights, and a rule covers all beneath its directory: a directory above a hidden
     path gets READ_DIR alone (listing it is harmless) and each of its entries a rule of its own."""

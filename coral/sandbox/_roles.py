@@ -40,7 +40,7 @@ def _describe(exc: BaseException) -> tuple[str, str]:
         return "Exception", "<unprintable exception>"
 
 
-def run_candidate_assert(code: object) -> None:
+def run_candidate_assert(code: types.CodeType) -> None:
     """Load the solution as module `solution`, then answer the judge's calls until it hangs up."""
     module = types.ModuleType("solution")
     sys.modules["solution"] = module  # dataclasses, pickle and typing look a class's module up here
@@ -71,7 +71,8 @@ def _answer(namespace: dict, objects: list, request: list) -> list:
             objects.clear()
             return ["ok", None]
         if op in ("count", "cost"):
-            return ["ok", encode(_COUNT.start() if op == "count" else _COUNT.cost())]
+            # start() returns None, which is the "count" reply
+            return ["ok", encode(_COUNT.start() if op == "count" else _COUNT.cost())]  # type: ignore[func-returns-value]
         if op in ("get", "call"):
             if request[1] not in namespace:
                 return ["raise", "NameError", f"name {request[1]!r} is not defined by the solution"]
@@ -140,11 +141,12 @@ def _value(value: object, objects: list | None = None) -> list:
         return ["object", len(objects) - 1, str(exc)[:300]]
 
 
-def run_candidate_stdio(code: object) -> None:
+def run_candidate_stdio(code: types.CodeType) -> None:
     """Run the program as __main__ on the inherited stdin/stdout; never returns."""
-    sys.stdin = sys.__stdin__ = open(0, closefd=False)  # noqa: SIM115
-    sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)  # noqa: SIM115
-    sys.stderr = sys.__stderr__ = open(2, "w", closefd=False)  # noqa: SIM115
+    # typeshed declares sys.__std*__ Final; the program's own process re-points them on purpose
+    sys.stdin = sys.__stdin__ = open(0, closefd=False)  # type: ignore[misc]  # noqa: SIM115
+    sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)  # type: ignore[misc]  # noqa: SIM115
+    sys.stderr = sys.__stderr__ = open(2, "w", closefd=False)  # type: ignore[misc]  # noqa: SIM115
     status = 0
     main = sys.modules["__main__"] = types.ModuleType("__main__")  # not the server's: the program's own
     main.__dict__["__builtins__"] = builtins

@@ -86,7 +86,7 @@ def wipe(directory: str) -> bool:
         root = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return False
-    stack = [(root, None)]  # (dir fd, name of that dir in its parent, to rmdir once empty)
+    stack: list[tuple[int, str | None]] = [(root, None)]  # (dir fd, name of that dir in its parent, to rmdir once empty)
     try:
         while stack:
             fd, _ = stack[-1]

@@ -238,14 +238,15 @@ class Server:
     def _judge_one(self, live: _Live, fds: list[int], deadline: float) -> tuple[bool, bool]:
         """Hand the test to the judge and wait for it: (whether the judge answered b"d", whether the deadline
         passed). A judge that missed the deadline, died or answered b"u" (the program never loaded) is ended."""
+        # the index ignores below: _run_assert called _judge_socket() first, so the judge is up (not None)
         try:
-            socket.send_fds(self.judge[1], [b"r" if live.served else b"t"], [fds[0], fds[3], *live.judge_fds])
+            socket.send_fds(self.judge[1], [b"r" if live.served else b"t"], [fds[0], fds[3], *live.judge_fds])  # type: ignore[index]
         except OSError:  # the judge died between tests; this test gets no verdict
             self.stop_judge()
             return False, False
         live.served = True
-        timed_out = _measure.wait_readable(self.judge[1].fileno(), deadline)
-        answer = self.judge[1].recv(1) if not timed_out else b""
+        timed_out = _measure.wait_readable(self.judge[1].fileno(), deadline)  # type: ignore[index]
+        answer = self.judge[1].recv(1) if not timed_out else b""  # type: ignore[index]
         if answer not in (b"d", b"u"):
             self.stop_judge()  # stuck in a test or dead: a fresh one next time
         return answer == b"d", timed_out

@@ -16,6 +16,7 @@ import json
 import os
 import socket
 import struct
+from typing import Any  # typing is preloaded in the sandbox's server (_server.PRELOAD)
 
 MAX_DEPTH = 64
 MAX_ITEMS = 1_000_000
@@ -29,8 +30,9 @@ class WireError(ValueError):
     """A value that cannot cross the channel (unsupported type, too deep, malformed)."""
 
 
-def encode(value: object, depth: int = 0) -> object:
-    """JSON-able tagged form of `value`; raises WireError on any non-builtin type."""
+def encode(value: Any, depth: int = 0) -> object:
+    """JSON-able tagged form of `value`; raises WireError on any non-builtin type. (`value` is Any, not
+    object: the exact-type checks below narrow it through `t`, which a type checker does not follow.)"""
     if depth > MAX_DEPTH:
         raise WireError("value nested too deeply")
     t = type(value)
@@ -64,7 +66,7 @@ def encode(value: object, depth: int = 0) -> object:
     raise WireError(f"unsupported type {t.__module__}.{t.__qualname__}")
 
 
-def decode(data: object, depth: int = 0) -> object:
+def decode(data: Any, depth: int = 0) -> object:
     """Inverse of `encode`, validating shape; builds only fresh builtin objects."""
     if depth > MAX_DEPTH:
         raise WireError("value nested too deeply")
@@ -88,7 +90,7 @@ def decode(data: object, depth: int = 0) -> object:
         return range(*body)
     if type(body) is not list:
         raise WireError(f"malformed tagged value {tag!r}")
-    items = [decode(v, depth + 1) for v in body]
+    items: list[Any] = [decode(v, depth + 1) for v in body]  # Any: a "d" body's pairs are checked below
     if tag == "t":
         return tuple(items)
     if tag == "s":

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from coral.trajectory import ExecutionResult, TestCase, TestCost, TestResult
+from coral.trajectory import ExecutionResult, TestCase, TestCost, TestResult, Verdict
 
 if TYPE_CHECKING:
     from coral.sandbox.sandbox import Job
@@ -57,14 +57,15 @@ def _measures(outcome: dict, verdict: dict | None = None) -> dict:
     run-dir files held at the end of the test (a tmpfs with bwrap; 0 in the fallback, whose run dir is on
     disk); steps and the allocation peak are what the judge relayed from a counting candidate."""
     counted = verdict or {}
-    steps, alloc = counted.get("steps"), counted.get("alloc_kb")
+    steps, alloc_kb = counted.get("steps"), counted.get("alloc_kb")
+    alloc: Any = alloc_kb  # JSON from the judge: its type is checked below
     return {"cost": TestCost(wall_s=outcome["wall_s"], cpu_s=outcome["cpu_s"],
                              peak_memory_mb=outcome["peak_mb"] + outcome.get("files_mb", 0.0),
                              steps=steps if type(steps) is int else None,
                              alloc_peak_kb=float(alloc) if type(alloc) in (int, float) else None)}
 
 
-def _limit_verdict(outcome: dict, memory_mb: int) -> tuple[str, str] | None:
+def _limit_verdict(outcome: dict, memory_mb: int) -> tuple[Verdict, str] | None:
     """Verdicts decided by the server's own observations (deadline, kernel limit signals)."""
     sig = _signal_of(outcome["c_status"])
     if outcome["timed_out"] or sig == signal.SIGXCPU:

@@ -187,8 +187,9 @@ class Sandbox:
 
     def _run_job(self, job: Job, key: str) -> ExecutionResult:
         """Run one job on an idle worker; `key` is its cache key ("" when the cache is off)."""
-        if key and key in self._cache:
-            return self._cache[key]
+        cache = self._cache if key else None  # a job has a key only while the cache is on
+        if cache is not None and key in cache:
+            return cache[key]
         worker = self._idle.get()
         try:
             if not worker.alive():
@@ -207,8 +208,8 @@ class Sandbox:
             if worker.restart_pending:  # its run dir kept something: the next job gets a new worker
                 worker.stop()
             self._idle.put(worker)
-        if key and _cacheable(result, job.timeout_s or self.timeout_s):
-            self._cache[key] = result
+        if cache is not None and key and _cacheable(result, job.timeout_s or self.timeout_s):
+            cache[key] = result
         return result
 
     def _run_on(self, worker: Worker, job: Job) -> ExecutionResult:

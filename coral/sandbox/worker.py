@@ -185,8 +185,8 @@ class Worker:
             sent = self.sock.sendmsg([message_bytes],
                                      [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else [])
             self.sock.sendall(message_bytes[sent:])
-            size = int.from_bytes(self._recv_exact(8), "little")
-            reply = json.loads(self._recv_exact(size))
+            size = int.from_bytes(_recv_exact(self.sock, 8), "little")
+            reply = json.loads(_recv_exact(self.sock, size))
             self.restart_pending = self.restart_pending or bool(reply.get("restart"))
             return reply
         except (OSError, EOFError, ValueError) as exc:
@@ -194,14 +194,6 @@ class Worker:
             self.stop()
             raise SandboxFailure(f"worker failed ({type(exc).__name__}: {exc}; exit code {code})") from exc
 
-    def _recv_exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise EOFError("worker closed the channel")
-            buf += chunk
-        return bytes(buf)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -222,3 +214,13 @@ class Worker:
             wipe(self.run_dir)  # as its owner: also what a candidate made unreadable
             shutil.rmtree(self.run_dir, ignore_errors=True)
             self.run_dir = None
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError("worker closed the channel")
+        buf += chunk
+    return bytes(buf)
