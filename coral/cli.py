@@ -38,7 +38,7 @@ MACHINE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EA
                   errno.ENFILE, errno.EIO}
 
 
-def user_error(exc: BaseException) -> BaseException | None:
+def user_error(exc: BaseException | None) -> BaseException | None:
     """The error in `exc`'s chain of causes that a user can act on (bad input, the machine's state), or None:
     a bug, whose traceback is kept."""
     while exc is not None:
@@ -83,7 +83,7 @@ def _overrides(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]
 
 
 def _config(cls: type, args: argparse.Namespace) -> Any:
-    cfg = load_config(cls, getattr(args, "config", None), _overrides(args, list(config_flags(cls))))
+    cfg: Any = load_config(cls, getattr(args, "config", None), _overrides(args, list(config_flags(cls))))
     check_writable(cfg.out_dir)
     return cfg
 
@@ -132,7 +132,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if foreign:
         raise ConfigError(f"flag {flag_name(foreign[0])} is not a field of recipe {recipe!r}")
 
-    cfg = from_mapping(cls, merge(head, nest(given)), f"{path} + flags")
+    cfg: Any = from_mapping(cls, merge(head, nest(given)), f"{path} + flags")  # the recipe's config class
     check_writable(cfg.out_dir)
     train(cfg, progress=not args.no_progress)
     return 0
@@ -258,7 +258,8 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = build_parser(only=next((a for a in argv if not a.startswith("-")), ""))
     args, unknown = parser.parse_known_args(argv)
     if unknown:
-        command = next(a for a in parser._actions if a.dest == "command").choices[args.command]
+        command = next(a for a in parser._actions
+                       if a.dest == "command" and isinstance(a, argparse._SubParsersAction)).choices[args.command]
         command.error(did_you_mean(command, unknown))
     return args
 

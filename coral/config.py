@@ -24,11 +24,14 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
-C = TypeVar("C")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+C = TypeVar("C", bound="DataclassInstance")  # a config class: a dataclass
 
 
 class UserInputError(ValueError):
@@ -117,10 +120,11 @@ def from_mapping(cls: type[C], data: Mapping[str, Any], source: str = "config", 
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
-    renamed = [k for k in unknown if k in getattr(cls, "RENAMED_FIELDS", {})]  # a config's old keys
+    renames: dict[str, str] = getattr(cls, "RENAMED_FIELDS", {})  # a config's old keys
+    renamed = [k for k in unknown if k in renames]
     if renamed:
         raise ConfigError(f"{source}: field {prefix + renamed[0]!r} was renamed: use "
-                          f"{cls.RENAMED_FIELDS[renamed[0]]} (a nested section in YAML, a dotted flag)")
+                          f"{renames[renamed[0]]} (a nested section in YAML, a dotted flag)")
     if unknown:
         close = difflib.get_close_matches(unknown[0], list(fields), n=1, cutoff=0.6)
         hint = f"did you mean {prefix + close[0]!r}?" if close else f"known fields: {', '.join(sorted(fields))}"
@@ -201,12 +205,14 @@ def field_help(cls: type) -> dict[str, str]:
             if tok.type == tokenize.COMMENT:
                 alone = not tok.line[:tok.start[1]].strip()
                 comments[tok.start[0]] = (tok.string.lstrip("#").strip(), alone)
-        body = ast.parse(source).body[0].body
-        for node in body:
+        definition = ast.parse(source).body[0]
+        assert isinstance(definition, ast.ClassDef), "the source of a class is its definition"
+        for node in definition.body:
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
                 text, alone = comments.get(node.lineno, ("", True))
                 if not text or alone:
-                    above, i = [], node.lineno - 1
+                    above: list[str] = []
+                    i = node.lineno - 1
                     while i in comments and comments[i][1]:
                         above.insert(0, comments[i][0])
                         i -= 1

@@ -20,11 +20,12 @@ from coral.benchmarks.metrics import fix_rate, pass_at_k
 from coral.config import UserInputError, check_at_least
 from coral.jsonl import JsonlWriter, write_atomic
 from coral.policy import load_policy
-from coral.policy.base import DTYPE_HELP, SamplingParams, check_dtype
+from coral.policy.base import DTYPE_HELP, Policy, SamplingParams, check_dtype
 from coral.policy.loading import files_stamp
 from coral.policy.scripted import ScriptedPolicy
 from coral.samples import export_evalplus, kept_samples, sample_record, start_samples
 from coral.sandbox import Sandbox
+from coral.sandbox.protocol import SandboxProtocol
 from coral.scale import ScaleOut, distribute_agents
 from coral.terminal import Bar, print_metrics
 from coral.trajectory import Task
@@ -160,7 +161,7 @@ def build_agents(cfg: EvalConfig, stop: Sequence[str] = ()) -> dict[str, Any]:
     return agents
 
 
-def send_raw(policy: Any) -> Any:
+def send_raw(policy: Policy) -> Policy:
     """`policy`, set to send each request's text as it is, with no chat template (prompt style completion):
     an OpenAI-compatible server through its /completions endpoint, a transformers policy without its
     template. Other policies are refused, naming the way that works."""
@@ -176,7 +177,8 @@ def send_raw(policy: Any) -> Any:
     from coral.policy.hf import HFPolicy
 
     if isinstance(policy, HFPolicy):
-        policy.render = render_raw  # this instance's render (HFPolicy.render applies the chat template)
+        # this instance's render (HFPolicy.render applies the chat template): a method replaced on purpose
+        policy.render = render_raw  # type: ignore[method-assign]
         return policy
     raise UserInputError(f"prompt style completion: policy {policy.name!r} always applies a chat template; "
                          "serve the model with an OpenAI-compatible server and use openai:URL")
@@ -194,7 +196,7 @@ def completion_tasks(tasks: Sequence[Task], bench: str) -> list[Task]:
 
 
 def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[str, Any] | None = None,
-             sandbox: Any = None, progress: bool = True, *, step: int = 0) -> dict[str, float]:
+             sandbox: SandboxProtocol | None = None, progress: bool = True, *, step: int = 0) -> dict[str, float]:
     """Evaluate and write `<out_dir>/samples.jsonl` and `<out_dir>/summary.json`; return the summary.
 
     With `cfg.resume` and no `agents` given (coral eval's own models, whose files it can stamp), the samples
@@ -232,6 +234,7 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
     with start_samples(out_dir, identity, kept) as writer, _progress(progress, len(tasks), cfg) as bar:
         bar(len(done), sum(r["passed"] for r in records) / max(len(records), 1))
         if todo:
+            assert agents is not None, "built above for the tasks to run"
             _evaluate(cfg, todo, agents, sandbox, step, writer, bar, records)
     summary = summarize_samples(records, cfg.ks)
     summary["wall_s"] = time.perf_counter() - start
@@ -243,8 +246,8 @@ def run_eval(cfg: EvalConfig, tasks: Sequence[Task] | None = None, agents: dict[
     return summary
 
 
-def _evaluate(cfg: EvalConfig, tasks: Sequence[Task], agents: dict[str, Any], sandbox: Any, step: int,
-              writer: JsonlWriter, bar: Callable[[int, float], None], records: list[dict[str, Any]]) -> None:
+def _evaluate(cfg: EvalConfig, tasks: Sequence[Task], agents: dict[str, Any], sandbox: SandboxProtocol | None,
+              step: int, writer: JsonlWriter, bar: Callable[[int, float], None], records: list[dict[str, Any]]) -> None:
     """Run the workflow on `tasks`, batch by batch, appending each batch's samples to `writer` and `records`."""
 
     own_sandbox = sandbox is None

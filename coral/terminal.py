@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 
 class Bar:
@@ -47,7 +47,7 @@ class Bar:
         return "  ".join(fmt.format(values[k]) if values.get(k) is not None else f"{k} n/a"
                          for k, fmt in self.fields.items())
 
-    def row(self, name: str, total: int, done: int = 0, **values: Any) -> int:
+    def row(self, name: str, total: int | None, done: int = 0, **values: Any) -> int:
         if self.progress is None:
             return -1
         return self.progress.add_task(name, total=total, completed=done, figures=self._figures(values), values=values)
@@ -66,7 +66,7 @@ class Bar:
     def __enter__(self) -> Bar:
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> Literal[False]:
         self.close()
         return False
 

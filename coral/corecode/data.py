@@ -18,12 +18,12 @@ import hashlib
 import random
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from coral.agents import TEMPLATES, PromptTemplate
 from coral.benchmarks.mutants import mutants
 from coral.benchmarks.procedural import parse_composition, skeleton
 from coral.sandbox import Sandbox
+from coral.sandbox.protocol import SandboxProtocol
 from coral.train.sft import SFTExample, code_block
 from coral.trajectory import Task
 from coral.workflows.chain import with_examples
@@ -81,7 +81,8 @@ def gold_retrievals(tasks: Sequence[Task], k: int, seed: int) -> dict[str, str]:
     return out
 
 
-def failing_mutants(tasks: Sequence[Task], per_task: int, seed: int, sandbox: Any) -> dict[str, list[tuple[str, str]]]:
+def failing_mutants(tasks: Sequence[Task], per_task: int, seed: int,
+                    sandbox: SandboxProtocol) -> dict[str, list[tuple[str, str]]]:
     """Task id -> up to `per_task` (mutant code, public-test feedback) pairs, mutants that fail at least one
     public test, from a seeded draw of MUTANT_CANDIDATES x per_task mutants per task (judged in one batch)."""
 
@@ -109,7 +110,7 @@ def _fingerprint(task: Task) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def debugger_examples(tasks: Sequence[Task], per_task: int, seed: int, sandbox: Any = None,
+def debugger_examples(tasks: Sequence[Task], per_task: int, seed: int, sandbox: SandboxProtocol | None = None,
                       workers: int = 2) -> list[SFTExample]:
     """The debugger's cold start: (problem, failing mutant, its feedback) -> gold code. Opens a sandbox of
     `workers` processes when none is given. Raises when no task yields a failing mutant."""
@@ -125,7 +126,8 @@ def debugger_examples(tasks: Sequence[Task], per_task: int, seed: int, sandbox: 
 
 
 def cold_start_examples(tasks: Sequence[Task], roles: Sequence[str], *, k: int = 1, seed: int = 0,
-                        mutants_per_task: int = 1, sandbox: Any = None, workers: int = 2) -> dict[str, list[SFTExample]]:
+                        mutants_per_task: int = 1, sandbox: SandboxProtocol | None = None,
+                        workers: int = 2) -> dict[str, list[SFTExample]]:
     """SFT examples of each of `roles` (retriever, planner, coder, debugger) from `tasks`."""
     data: dict[str, list[SFTExample]] = {}
     if "retriever" in roles:

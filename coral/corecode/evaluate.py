@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coral.benchmarks.metrics import paired_change
 from coral.corecode.config import CoReCodeConfig
@@ -20,6 +20,9 @@ from coral.evaluation import EvalConfig, run_eval, task_pass_rates
 from coral.sandbox.protocol import SandboxProtocol
 from coral.seeding import EVAL_STEP
 from coral.trajectory import Task
+
+if TYPE_CHECKING:
+    from coral.policy.hf import HFPolicy
 
 TEST_WHAT = "new skeletons (test split)"
 FRESH_WHAT = "tasks of the training skeletons"
@@ -57,7 +60,7 @@ def eval_sets(cfg: CoReCodeConfig, test: Sequence[Task], fresh: Sequence[Task]) 
     return sets
 
 
-def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequence[Task], sandbox: SandboxProtocol,
+def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], tasks: Sequence[Task], sandbox: SandboxProtocol,
                    name: str, samples: int = 0, bench: str = "procedural-test", progress: bool = False) -> dict[str, float]:
     """pass@1 of the chain (cfg.chain_roles; a debugger rewrites once per code and round) on `tasks`, records under out_dir/name: greedy (samples=0), or
     the unbiased estimate from `samples` (plan, code) samples per task at rl.temperature."""
@@ -75,7 +78,7 @@ def evaluate_pass1(cfg: CoReCodeConfig, policies: dict[str, Any], tasks: Sequenc
     return run_eval(ecfg, tasks=tasks, agents=agents, sandbox=sandbox, progress=progress, step=EVAL_STEP)
 
 
-def evaluate_sets(cfg: CoReCodeConfig, policies: dict[str, Any], sets: Sequence[EvalSet], sandbox: SandboxProtocol,
+def evaluate_sets(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], sets: Sequence[EvalSet], sandbox: SandboxProtocol,
                   when: str, say: Callable[[str], None], progress: bool = False) -> dict[str, Any]:
     """Every set at one point of the run ("sft" or "rl"): {directory name: its summary}; with `progress`, each
     evaluation shows a row (tasks done, running pass rate, ETA)."""

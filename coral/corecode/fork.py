@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -26,6 +26,9 @@ from coral.config import UserInputError
 from coral.corecode.config import CoReCodeConfig
 from coral.train.checkpoints import load_weights, policy_weights
 from coral.train.loop import check_resumable_config, flat_fields
+
+if TYPE_CHECKING:
+    from coral.policy.hf import HFPolicy
 
 COLD_START_DIR = Path("sft") / "cold_start"
 # fields that act only after the cold start and its evaluation (rl.* but the temperature, which the sampled
@@ -41,7 +44,7 @@ def may_differ(cfg: CoReCodeConfig) -> tuple[str, ...]:
     return RL_ONLY + rl
 
 
-def save_cold_start(out: Path, policies: dict[str, Any], state: dict[str, Any]) -> None:
+def save_cold_start(out: Path, policies: dict[str, HFPolicy], state: dict[str, Any]) -> None:
     """Keep this run's cold start (every role's weights, the state after SFT and its evaluation) for runs
     that share it. Written last, to a temporary folder renamed into place: a crash leaves none or all."""
     final, tmp = out / COLD_START_DIR, out / COLD_START_DIR.with_name(".cold_start.tmp")
@@ -54,10 +57,12 @@ def save_cold_start(out: Path, policies: dict[str, Any], state: dict[str, Any]) 
     tmp.rename(final)
 
 
-def fork_cold_start(cfg: CoReCodeConfig, out: Path, policies: dict[str, Any], sft_dirs: Sequence[str]) -> dict[str, Any]:
+def fork_cold_start(cfg: CoReCodeConfig, out: Path, policies: dict[str, HFPolicy],
+                    sft_dirs: Sequence[str]) -> dict[str, Any]:
     """Load the cold start of the run in `cfg.cold_start_from` into `policies` (in place) and copy its
     evaluations after SFT (`sft_dirs`) into `out`; returns the state after SFT. Refuses, naming the field or
     file, a source with another cold-start config or without a finished cold start."""
+    assert cfg.cold_start_from is not None, "the caller forks only a config that names a run"
     src = Path(cfg.cold_start_from)
     saved = src / COLD_START_DIR
     if not (saved / "state.json").is_file():

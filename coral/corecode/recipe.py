@@ -26,7 +26,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -51,12 +51,15 @@ from coral.sandbox.protocol import SandboxProtocol
 from coral.scale import ScaleOut
 from coral.terminal import time_left
 from coral.train.checkpoints import TrainedAgent
-from coral.train.grpo import assign_advantages, grouped_rewards, reward_spread, unique_turns
+from coral.train.grpo import assign_advantages, grouped_rewards, required, reward_spread, unique_turns
 from coral.train.loop import Run, drive, log_evaluation, log_sft_curves, new_state
 from coral.train.rewards import CodeReward, RewardFn
 from coral.trajectory import ExecutionResult, Task, Turn
 from coral.workflows.chain import run_chain
 from coral.workflows.common import judge
+
+if TYPE_CHECKING:
+    from coral.policy.hf import HFPolicy
 
 __all__ = ["CoReCodeConfig", "train_corecode", "rl_step", "run_demo", "group_key"]
 
@@ -82,8 +85,9 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True, reward_fn: Reward
         f"{len(fresh)} of the training skeletons; depth {cfg.min_depth}-{cfg.max_depth}")
     with Sandbox(workers=cfg.sandbox_workers) as sandbox, ScaleOut(cfg.ray_address) as scale:
         policies = build_policies(cfg, train, sandbox)
-        learners, state = _resume(cfg, run, policies, sets, say) if cfg.resume and run.latest() else (None, None)
-        if state is None:
+        if cfg.resume and run.latest():
+            learners, state = _resume(cfg, run, policies, sets, say)
+        else:
             learners, state = _cold_start(cfg, run, policies, train, sets, sandbox, progress)
         agents = {role: TrainedAgent(policies[role], learners.get(role)) for role in policies}
         # after SFT and the KL references (copies of the local models): rollouts and tests on Ray from here
@@ -114,11 +118,12 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True, reward_fn: Reward
     return summary
 
 
-def _resume(cfg: CoReCodeConfig, run: Run, policies: dict[str, Any], sets: list[EvalSet],
+def _resume(cfg: CoReCodeConfig, run: Run, policies: dict[str, HFPolicy], sets: list[EvalSet],
             say: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """Learners and trainer state from the run's latest checkpoint (weights restored in place)."""
     learners = make_learners(cfg, policies, sft_references(cfg, policies, saved=True))
     state = run.restore({role: TrainedAgent(policies[role], learners.get(role)) for role in policies})
+    assert state is not None, "called only for a run that has a checkpoint"
     say(f"resumed from {run.latest()} (step {state['step']})")
     missing = [s.dir_name("sft") for s in sets if s.dir_name("sft") not in state]
     if missing:
@@ -128,7 +133,7 @@ def _resume(cfg: CoReCodeConfig, run: Run, policies: dict[str, Any], sets: list[
     return learners, state
 
 
-def _cold_start(cfg: CoReCodeConfig, run: Run, policies: dict[str, Any], train: list[Task],
+def _cold_start(cfg: CoReCodeConfig, run: Run, policies: dict[str, HFPolicy], train: list[Task],
                 sets: list[EvalSet], sandbox: SandboxProtocol, progress: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     """SFT of every role (resumable) and the evaluation after it, or both taken from the run in
     `cfg.cold_start_from`; the cold start kept in out_dir/sft/cold_start; the step-0 checkpoint."""
@@ -146,7 +151,7 @@ def _cold_start(cfg: CoReCodeConfig, run: Run, policies: dict[str, Any], train: 
     return learners, state
 
 
-def _sft_and_evaluate(cfg: CoReCodeConfig, policies: dict[str, Any], train: list[Task], sets: list[EvalSet],
+def _sft_and_evaluate(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], train: list[Task], sets: list[EvalSet],
                       sandbox: SandboxProtocol, progress: bool) -> dict[str, Any]:
     """SFT of every role (resumable from its SFT checkpoints), then every evaluation set; the state after."""
     say = functools.partial(_say, progress)
@@ -213,7 +218,7 @@ def group_key(cfg: CoReCodeConfig):
     return key
 
 
-def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dict[str, Any],
+def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dict[str, HFPolicy],
             learners: dict[str, Any], sandbox: SandboxProtocol, reward_fn: RewardFn | None = None) -> dict[str, float]:
     """rollout -> rewards -> advantages -> one update per trained agent -> metrics."""
 
@@ -238,7 +243,7 @@ def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dic
         metrics[f"{role}/turns"] = float(len(mine))
         if not mine:  # a debugger with nothing to fix this step
             continue
-        metrics[f"{role}/reward"] = sum(t.reward for t in mine) / len(mine)
+        metrics[f"{role}/reward"] = sum(required(t.reward, "reward") for t in mine) / len(mine)
         metrics[f"{role}/completion_tokens"] = sum(len(t.completion_ids) for t in mine) / len(mine)
         spread = reward_spread(grouped_rewards(mine, group_key(cfg)))
         metrics.update({f"{role}/{k}": v for k, v in spread.items()})

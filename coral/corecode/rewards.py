@@ -68,8 +68,9 @@ def score_debugger(trajs: Sequence[Trajectory], references: Mapping[str, Executi
 
 def _credit_key(turn: Turn) -> tuple[str, str, int]:
     field = "plan_id" if turn.role == "planner" else "retrieval_id"
-    index = getattr(turn.credit, field) if turn.credit is not None else None
-    if index is None:
+    credit = turn.credit
+    index = getattr(credit, field) if credit is not None else None
+    if credit is None or index is None:
         raise ValueError(f"{turn.role} turn of agent {turn.agent!r} has no task_id/{field} credit: "
                          f"cannot credit its {'plan' if turn.role == 'planner' else 'retrieval'}")
-    return turn.role, turn.credit.task_id, int(index)
+    return turn.role, credit.task_id, int(index)

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -23,13 +23,17 @@ from coral.corecode.fork import COLD_START_DIR
 from coral.policy import load_policy, tiny_policy
 from coral.policy.base import SamplingParams
 from coral.policy.shared_lora import shared_lora
+from coral.sandbox.protocol import SandboxProtocol
 from coral.train.checkpoints import load_weights
 from coral.train.grpo import AgentLearner, frozen_copy
 from coral.train.sft_parallel import train_sft_many
 from coral.trajectory import Task
 
+if TYPE_CHECKING:
+    from coral.policy.hf import HFPolicy
 
-def cold_start_data(cfg: CoReCodeConfig, tasks: Sequence[Task], sandbox: Any = None,
+
+def cold_start_data(cfg: CoReCodeConfig, tasks: Sequence[Task], sandbox: SandboxProtocol | None = None,
                     roles: Sequence[str] | None = None) -> dict[str, list[Any]]:
     """SFT examples of each of `roles` (default: the chain's) from `tasks` (the debugger's judge mutants in
     `sandbox`, or in one opened for the call)."""
@@ -37,7 +41,8 @@ def cold_start_data(cfg: CoReCodeConfig, tasks: Sequence[Task], sandbox: Any = N
                                mutants_per_task=cfg.sft_debug_mutants, sandbox=sandbox, workers=cfg.sandbox_workers)
 
 
-def build_policies(cfg: CoReCodeConfig, train: Sequence[Task], sandbox: Any = None) -> dict[str, Any]:
+def build_policies(cfg: CoReCodeConfig, train: Sequence[Task],
+                   sandbox: SandboxProtocol | None = None) -> dict[str, Any]:
     """One policy per chain role (cfg.chain_roles): separate models, or with cfg.lora_rank LoRA adapters
     on one shared base. A tiny model's tokenizer is trained on the cold-start text of cfg.tokenizer_roles
     (default: every chain role)."""
@@ -61,7 +66,7 @@ def build_policies(cfg: CoReCodeConfig, train: Sequence[Task], sandbox: Any = No
     return {role: make(i) for i, role in enumerate(roles)}
 
 
-def make_agents(cfg: CoReCodeConfig, policies: dict[str, Any], greedy: bool = False) -> dict[str, Any]:
+def make_agents(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], greedy: bool = False) -> dict[str, Any]:
     """The agent of every chain role; cfg.seed is a base seed: each request's stream is hashed from it and
     the step the workflow is given (coral.seeding)."""
 
@@ -81,8 +86,8 @@ def sft_checkpoint_dir(cfg: CoReCodeConfig) -> Path:
     return Path(cfg.out_dir) / "sft_ckpt"
 
 
-def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, Any], train: list[Task],
-                 progress: bool = True, sandbox: Any = None) -> dict[str, list[float]]:
+def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], train: list[Task],
+                 progress: bool = True, sandbox: SandboxProtocol | None = None) -> dict[str, list[float]]:
     """Cold start: every role SFT'd in place on its gold data from the cold start's tasks (in parallel
     processes unless cfg.sft_processes == 1); returns each role's loss curve."""
     data = cold_start_data(cfg, sft_tasks(cfg.splits, train), sandbox)
@@ -95,7 +100,7 @@ def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, Any], train: list[Task
                               progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
 
 
-def sft_references(cfg: CoReCodeConfig, policies: dict[str, Any], saved: bool) -> dict[str, Any]:
+def sft_references(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], saved: bool) -> dict[str, Any]:
     """KL references of the trained roles (none when rl.loss.beta_kl is 0 and rl.log_kl is off): frozen
     copies of the policies after SFT; on resume (`saved`) the cold start the run kept
     (`corecode_fork.save_cold_start`, out_dir/sft/cold_start) is loaded into them, not the current weights."""
@@ -113,7 +118,7 @@ def sft_references(cfg: CoReCodeConfig, policies: dict[str, Any], saved: bool) -
     return refs
 
 
-def make_learners(cfg: CoReCodeConfig, policies: dict[str, Any], references: dict[str, Any]) -> dict[str, Any]:
+def make_learners(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], references: dict[str, Any]) -> dict[str, Any]:
     """One AgentLearner per trained role, with its KL reference when there is one."""
     return {role: AgentLearner(role, policies[role], cfg.rl, reference=references.get(role))
             for role in cfg.train_roles}

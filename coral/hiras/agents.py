@@ -138,7 +138,7 @@ def _actions_in(text: str) -> list[dict]:
     values = value if isinstance(value, list) else [value]
     if not values or not all(isinstance(v, dict) and isinstance(v.get("tool"), str) for v in values):
         return []
-    return [{**v, "args": v.get("args", {})} for v in values]
+    return [{**v, "args": v.get("args", {})} for v in values if isinstance(v, dict)]  # all are, checked above
 
 
 def _wants_content(action: dict) -> bool:

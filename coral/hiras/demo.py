@@ -13,7 +13,7 @@ This module does NOT model anything: its replies are fixed text; they score what
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from coral.hiras.paper import FIXTURE_REFERENCE
 from coral.policy.base import Completion, GenerationRequest
@@ -104,7 +104,7 @@ class ScriptedAgents:
     `AGENT:` is served from the script named `default` (e.g. the PaperCoder stages). Token counts are
     characters / 4 of all messages and of the reply, like a real model's prompt, not the last message only."""
 
-    def __init__(self, scripts: dict[str, Sequence[str]], name: str = "scripted-agents", default: str = "") -> None:
+    def __init__(self, scripts: Mapping[str, Sequence[str]], name: str = "scripted-agents", default: str = "") -> None:
         self.scripts = {agent: list(replies) for agent, replies in scripts.items()}
         self.default = default
         self.cursor = dict.fromkeys(self.scripts, 0)

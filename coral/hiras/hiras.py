@@ -38,6 +38,7 @@ from coral.hiras.llm import Ledger, Usage
 from coral.hiras.paper import Paper
 from coral.hiras.workspace import Workspace, WorkspaceError, file_tree
 from coral.policy.base import Policy
+from coral.sandbox import Sandbox
 
 OBSERVATION_LIMIT_CHARS = 12_000
 
@@ -92,7 +93,7 @@ class HirasRun:
         self.workspace = Workspace(self.run_dir / "workspace")
         self.ledger = Ledger(self.run_dir / "logs", config.max_new_tokens, config.temperature)
         self.budgets = step_budgets(config.step_multiplier)
-        self._sandbox = None
+        self._sandbox: Sandbox | None = None
         self._next_id = 0
         self.paper: Paper | None = None
         self.paper_file = ""
@@ -115,6 +116,7 @@ class HirasRun:
         if parent is not None:
             parent.children.append(record)
         policy = self.manager_policy if spec.manager else self.policy
+        assert self.paper is not None, "run() gives the paper before the first call"
         paper_text = self.paper.text if self.config.paper_in_prompt else None
         messages = [{"role": "system", "content": system_prompt(spec, self.paper_file, paper_text)},
                     {"role": "user", "content": task}]
@@ -175,6 +177,7 @@ class HirasRun:
             if not isinstance(args.get("task"), str) or not args["task"].strip():
                 return f"error: {tool} needs a non-empty 'task' string", True
             child = self.call(tool, args["task"], record)
+            assert child.report is not None, "a finished call has its report"
             return (f"Report of {tool}: " + json.dumps(asdict(child.report))
                     + f"\nWorkspace after the call:\n{file_tree(self.workspace.files()) or '(empty)'}"), False
         if tool not in spec.tools:
@@ -204,7 +207,7 @@ class HirasRun:
         written = f"\nfiles written: {result.files_written}" if result.files_written else ""
         return f"exit code: {result.exit_code}{written}\noutput:\n{result.output}", not result.ok
 
-    def _sandbox_for_commands(self):
+    def _sandbox_for_commands(self) -> Sandbox:
         if self._sandbox is None:
             self._sandbox = command_sandbox(self.config.command_timeout_s, self.config.command_memory_mb)
         return self._sandbox

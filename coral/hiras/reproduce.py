@@ -60,6 +60,7 @@ def run_hiras(paper_path: str | Path, policy: Policy, run_dir: str | Path, manag
                                       f"{file_tree(existing)}\nContinue from these files.")
     start = time.perf_counter()
     root = run.run(paper, task)
+    assert root.report is not None, "a finished call has its report"
     attempts = json.loads((run_dir / "calls.json").read_text()) if (run_dir / "calls.json").is_file() else []
     attempts.append(record_to_dict(root))
     (run_dir / "calls.json").write_text(json.dumps(attempts, indent=1))

@@ -157,7 +157,7 @@ def refine_sft_examples(tasks: Sequence[Task], sandbox: SandboxProtocol, limit: 
         if public.passed:
             continue
         ctx = {"problem": task.prompt.strip(), "code": mutant, "feedback": public.feedback(task.public_tests)}
-        out.append(SFTExample(TEMPLATES["refiner"].render(ctx), code_block(task.reference)))
+        out.append(SFTExample(TEMPLATES["refiner"].render(ctx), code_block(_gold(task))))
         if len(out) == limit:
             break
     return out
@@ -165,8 +165,14 @@ def refine_sft_examples(tasks: Sequence[Task], sandbox: SandboxProtocol, limit: 
 
 def solve_sft_examples(tasks: Sequence[Task]) -> list[Any]:
 
-    return [SFTExample(TEMPLATES["solver"].render({"problem": t.prompt.strip()}), code_block(t.reference))
+    return [SFTExample(TEMPLATES["solver"].render({"problem": t.prompt.strip()}), code_block(_gold(t)))
             for t in tasks]
+
+
+def _gold(task: Task) -> str:
+    if task.reference is None:
+        raise ValueError(f"task {task.id!r} has no reference solution for SFT")
+    return task.reference
 
 
 def cold_start_examples(cfg: MARS2Config, train: Sequence[Task], sandbox: SandboxProtocol) -> list[Any]:
@@ -187,7 +193,7 @@ def build_agents(cfg: MARS2Config, examples: Sequence[Any]) -> list[Any]:
     return policies
 
 
-def sft_agents(cfg: MARS2Config, policies: Sequence[Any], examples: Sequence[Any], progress: bool = True,
+def sft_agents(cfg: MARS2Config, policies: Sequence[HFPolicy], examples: Sequence[Any], progress: bool = True,
                checkpoint_dir: Path | None = None) -> dict[str, list[float]]:
     """SFT every agent in place (agent i with data seed cfg.seed + i); with `checkpoint_dir`, each agent's
     SFT state is kept there and resumed after a crash. Returns each agent's loss curve."""
@@ -207,7 +213,7 @@ def cold_start(cfg: MARS2Config, train: Sequence[Task], sandbox: SandboxProtocol
     return policies
 
 
-def make_tree_agents(cfg: MARS2Config, policies: Sequence[Any]) -> list[Any]:
+def make_tree_agents(cfg: MARS2Config, policies: Sequence[HFPolicy]) -> list[Any]:
     """The solver agents, sampling at rl.temperature from base seed cfg.seed (each request's stream is
     hashed from it and the step the search is given: coral.seeding)."""
 
@@ -216,7 +222,7 @@ def make_tree_agents(cfg: MARS2Config, policies: Sequence[Any]) -> list[Any]:
         for i, p in enumerate(policies)]
 
 
-def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Sequence[Any],
+def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Sequence[HFPolicy],
                learners: Sequence[Any], sandbox: SandboxProtocol, reward_fn: RewardFn = NODE_REWARD) -> dict[str, float]:
     """search -> node rewards -> (shaped) tree advantages -> each agent updates on its own nodes."""
     t0 = time.perf_counter()
@@ -226,10 +232,14 @@ def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Seq
     per_agent: dict[str, list[Any]] = {a.id: [] for a in agents}
     rewards_all, per_tree = [], []
     for tree in trees:
-        rewards = [float(reward_fn(by_id[tree.task_id], n.code, n.verdicts.all, None)) for n in tree.nodes[1:]]
+        rewards = []
+        for n in tree.nodes[1:]:
+            assert n.verdicts is not None, "search() judges every node it grows"
+            rewards.append(float(reward_fn(by_id[tree.task_id], n.code, n.verdicts.all, None)))
         rewards_all += rewards
         per_tree.append(rewards)
         for node, r, adv in zip(tree.nodes[1:], rewards, node_advantages(tree, rewards, cfg)[1:], strict=True):
+            assert node.turn is not None and node.agent is not None, "search() records who grew each node, and how"
             node.turn.reward, node.turn.advantage = r, adv
             per_agent[node.agent].append(node.turn)
     metrics: dict[str, float] = {"step": float(step), "reward": sum(rewards_all) / len(rewards_all),
@@ -249,7 +259,7 @@ def mars2_step(cfg: MARS2Config, step: int, batch: Sequence[Task], policies: Seq
     return metrics
 
 
-def evaluate_search(cfg: MARS2Config, policies: Sequence[Any], tasks: Sequence[Task], sandbox: SandboxProtocol,
+def evaluate_search(cfg: MARS2Config, policies: Sequence[HFPolicy], tasks: Sequence[Task], sandbox: SandboxProtocol,
                     progress: bool = False, name: str = "held-out search") -> tuple[dict[str, float], list[Any]]:
     """Held-out Pass@1 / Pass@N at the config's node budget, sampling at rl.temperature (seeded); with
     `progress`, a row of lockstep steps (one node per unfinished tree each) with the running Pass@1."""
@@ -258,7 +268,7 @@ def evaluate_search(cfg: MARS2Config, policies: Sequence[Any], tasks: Sequence[T
     with Bar(progress, {"pass@1": "pass@1 {:.3f}"}) as bar:
         row = bar.row(name, cfg.max_nodes_per_tree)
         trees = search(tasks, agents, sandbox, TreeConfig(cfg.eval_algorithm, cfg.max_nodes_per_tree, seed=cfg.seed),
-                       step=EVAL_STEP, on_step=lambda t: bar.advance(row, **{"pass@1": tree_metrics(t)["pass@1"]}))
+                       step=EVAL_STEP, on_step=lambda t: bar.advance(row, 1, **{"pass@1": tree_metrics(t)["pass@1"]}))
     return tree_metrics(trees), trees
 
 
@@ -267,8 +277,8 @@ def per_task(trees: Sequence[Any]) -> dict[str, list[float]]:
     return {t.task_id: [float(t.pass_at_1()), float(t.pass_at_n())] for t in trees}
 
 
-def train_mars2(cfg: MARS2Config, policies: Sequence[Any] | None = None, tasks: tuple | None = None,
-                sandbox: SandboxProtocol = None, progress: bool = True, eval_before: bool = True,
+def train_mars2(cfg: MARS2Config, policies: Sequence[HFPolicy] | None = None, tasks: tuple | None = None,
+                sandbox: SandboxProtocol | None = None, progress: bool = True, eval_before: bool = True,
                 reward_fn: RewardFn = NODE_REWARD) -> dict[str, Any]:
     """Cold start (unless `policies` are given, e.g. shared across ablations; copies are trained) -> RL in
     the shared run loop -> held-out eval. A killed run restarts from its latest checkpoint (cold start:
@@ -338,7 +348,7 @@ def paired_changes(before: dict[str, list[float]] | None, after: dict[str, list[
             for i, key in enumerate(("pass@1", "pass@n"))}
 
 
-def cold_references(cfg: MARS2Config, where: Path, policies: Sequence[Any], saved: bool) -> list[Any]:
+def cold_references(cfg: MARS2Config, where: Path, policies: Sequence[HFPolicy], saved: bool) -> list[Any]:
     """Per agent, a frozen copy of its cold start for the logged KL (cfg.rl.log_kl; else None), written to
     `where`/agent{i} so that a resumed run (`saved`) reads the cold start back instead of its current weights."""
     if not cfg.rl.log_kl:

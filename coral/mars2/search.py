@@ -16,7 +16,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from coral.agents import make_agent
 from coral.benchmarks import load_benchmark
@@ -24,12 +24,15 @@ from coral.config import UserInputError, check_at_least
 from coral.mars2.tree import Tree, TreeConfig, search, tree_metrics
 from coral.mars2.viewer import write_tree_html
 from coral.policy import load_policy
-from coral.policy.base import DTYPE_HELP, SamplingParams, check_dtype
+from coral.policy.base import DTYPE_HELP, Policy, SamplingParams, check_dtype
 from coral.policy.scripted import ScriptedPolicy
 from coral.sandbox import Sandbox
 from coral.scale import ScaleOut, distribute_agents
 from coral.terminal import Bar, fmt, print_metrics
 from coral.train.checkpoints import policy_weights, weights_digest
+
+if TYPE_CHECKING:
+    from coral.policy.hf import HFPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -74,14 +77,15 @@ def _save_trees(path: Path, trees: list[Any], cfg: SearchConfig, digests: dict[s
     os.replace(tmp, path)
 
 
-def policy_digest(policy: Any) -> str | None:
+def policy_digest(policy: Policy) -> str | None:
     """What identifies a policy's behaviour: a digest of its weights (a torch policy), of its replies (a
     scripted one), or None when it cannot be seen (a server's model)."""
     if isinstance(policy, ScriptedPolicy):
         replies = policy.replies
         return None if callable(replies) else hashlib.sha256(json.dumps(replies, sort_keys=True).encode()).hexdigest()
     if hasattr(policy, "state_dict") or hasattr(getattr(policy, "model", None), "state_dict"):
-        return weights_digest(policy_weights(policy))
+        # weights by either route are a transformers policy's (HFPolicy or an adapter on a shared base)
+        return weights_digest(policy_weights(cast("HFPolicy", policy)))
     return None
 
 
@@ -132,7 +136,7 @@ def run_search(cfg: SearchConfig, progress: bool = True) -> dict[str, float]:
         def on_step(current: list[Any]) -> None:
             _save_trees(path, current, cfg, digests)
             m = tree_metrics(current)
-            bar.advance(row, **{"pass@1": m["pass@1"], "pass@n": m["pass@n"]})
+            bar.advance(row, 1, **{"pass@1": m["pass@1"], "pass@n": m["pass@n"]})
 
         agents, sandbox = distribute_agents(agents, sandbox, scale)
         trees = search(tasks, agents, sandbox, tcfg, trees=trees, on_step=on_step)

@@ -39,6 +39,7 @@ from typing import Any
 
 from coral.agents import TEMPLATES, Agent, extract_code
 from coral.mars2.tree_select import SELECTORS, Expansion, PublicView, search_score
+from coral.sandbox.protocol import SandboxProtocol
 from coral.seeding import sampling_seed
 from coral.trajectory import Credit, Node, Task, Turn, Verdicts, node_from_dict, to_dict
 from coral.workflows.common import judge, problem_text, task_keys
@@ -209,7 +210,7 @@ def _generate(tasks: Sequence[Task], trees: Sequence[Tree], agents: Sequence[Age
     return [t for t in turns if t is not None]  # every expansion names one of `agents`: none is None
 
 
-def search(tasks: Sequence[Task], agents: Sequence[Agent], sandbox: Any, cfg: TreeConfig, *,
+def search(tasks: Sequence[Task], agents: Sequence[Agent], sandbox: SandboxProtocol, cfg: TreeConfig, *,
            trees: Sequence[Tree] | None = None,
            on_step: Callable[[list[Tree]], None] | None = None, step: int = 0) -> list[Tree]:
     """Grow one tree per task until each holds `cfg.max_nodes` nodes (root excluded).

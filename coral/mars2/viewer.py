@@ -97,6 +97,7 @@ def _tree_svg(t: int, tree: Tree, agent_colour: Mapping[str, str], max_depth: in
     best = tree.best()
     parts = [f'<svg class="tree" width="{width:.0f}" height="{height:.0f}" data-tree="{t}">']
     for node in tree.nodes[1:]:
+        assert node.parent is not None, "every node but the root has a parent"
         (x1, y1), (x2, y2) = pos[node.parent], pos[node.index]
         parts.append(f'<line class="edge" x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}"/>')
     for node in tree.nodes:

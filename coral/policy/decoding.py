@@ -98,6 +98,7 @@ class SharedPrompts:
     def keep(self, rows: Tensor) -> None:
         self.cache.batch_select_indices(rows)
         self.positions = self.positions[rows]
+        assert self.prefix is not None, "prefill() comes before keep()"
         self.prefix.select_rows(self.prefix.groups[rows])
 
     def step(self, tokens: Tensor) -> Tensor:

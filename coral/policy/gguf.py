@@ -101,7 +101,7 @@ def _convert(gguf_file: Path, target: Path, name: str) -> None:
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file)
     # the weights are already dequantised to float32; transformers still marks the model "quantized
     # with gguf" and refuses save_pretrained, so drop the marker and save a plain model
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # transformers sets it at load, declares it nowhere
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)

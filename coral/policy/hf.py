@@ -142,7 +142,7 @@ class HFPolicy:
         prompts = [self._prompt_ids(i, r) for i, r in enumerate(requests)]
         # by length, and the samples of one prompt side by side (a group split across batches is
         # prefilled once in each)
-        first = {}
+        first: dict[tuple[int, ...], int] = {}
         order = sorted(range(len(requests)), key=lambda i: (len(prompts[i]), first.setdefault(tuple(prompts[i]), i)))
         results: list[Completion | None] = [None] * len(requests)
         with torch.no_grad(), eval_mode(self.model), low_precision_weights(self.model, self.dtype):
@@ -373,7 +373,7 @@ class HFPolicy:
         # a local checkpoint loads in a blink: its per-shard bars only clutter training logs; a hub
         # download keeps them
         with no_hf_progress_bars() if local.is_dir() else contextlib.nullcontext():
-            model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+            model: torch.nn.Module = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         if (local / ADAPTER_DIR).is_dir():
             # lazy: peft (about a second) only for LoRA policies

@@ -58,40 +58,50 @@ def _buffered_layer_class() -> type | None:
             if not self.is_initialized:
                 self.device, self.is_initialized = key_states.device, True
             end = self.length + key_states.shape[-2]
-            if self.key_buffer is None or end > self.key_buffer.shape[-2]:
+            if self.key_buffer is None or self.value_buffer is None or end > self.key_buffer.shape[-2]:
                 self._grow(key_states, value_states, max(end, self.capacity, 2 * self.length))
-            self.key_buffer[:, :, self.length : end] = key_states
-            self.value_buffer[:, :, self.length : end] = value_states
+            keys, values = self._buffers()
+            keys[:, :, self.length : end] = key_states
+            values[:, :, self.length : end] = value_states
             self.length = end
-            self._views()
-            return self.keys, self.values
+            return self._views()
 
         def _grow(self, key_states: Tensor, value_states: Tensor, capacity: int) -> None:
             b, h, _, d = key_states.shape
             keys = key_states.new_empty(b, h, capacity, d)
             values = value_states.new_empty(b, h, capacity, value_states.shape[-1])
             if self.length:
-                keys[:, :, : self.length] = self.keys
-                values[:, :, : self.length] = self.values
+                old_keys, old_values = self._buffers()
+                keys[:, :, : self.length] = old_keys[:, :, : self.length]
+                values[:, :, : self.length] = old_values[:, :, : self.length]
             self.key_buffer, self.value_buffer = keys, values
+
+        def _buffers(self) -> tuple[Tensor, Tensor]:
+            """The key and value buffers, which exist from the first update on."""
+            if self.key_buffer is None or self.value_buffer is None:
+                raise RuntimeError("a BufferedLayer has no buffers before its first update")
+            return self.key_buffer, self.value_buffer
 
         def get_seq_length(self, *args: Any, **kwargs: Any) -> int:
             return self.length
 
-        def _views(self) -> None:
-            self.keys = self.key_buffer[:, :, : self.length]
-            self.values = self.value_buffer[:, :, : self.length]
+        def _views(self) -> tuple[Tensor, Tensor]:
+            keys, values = self._buffers()
+            filled = keys[:, :, : self.length], values[:, :, : self.length]
+            self.keys, self.values = filled
+            return filled
 
         def batch_select_indices(self, indices: Tensor) -> None:
             if self.length:
-                self.key_buffer = self.key_buffer.index_select(0, indices)
-                self.value_buffer = self.value_buffer.index_select(0, indices)
+                keys, values = self._buffers()
+                self.key_buffer, self.value_buffer = keys.index_select(0, indices), values.index_select(0, indices)
                 self._views()
 
         def batch_repeat_interleave(self, repeats: int) -> None:
             if self.length:
-                self.key_buffer = self.key_buffer.repeat_interleave(repeats, dim=0)
-                self.value_buffer = self.value_buffer.repeat_interleave(repeats, dim=0)
+                keys, values = self._buffers()
+                self.key_buffer = keys.repeat_interleave(repeats, dim=0)
+                self.value_buffer = values.repeat_interleave(repeats, dim=0)
                 self._views()
 
         def crop(self, tokens_to_remove: int) -> None:
@@ -115,6 +125,7 @@ def cache_of(out: Any) -> Any:
         # lazy: transformers (seconds) only when a cache is built
         from transformers import DynamicCache
 
-        cache = DynamicCache.from_legacy_cache(cache)
+        # gone from transformers 5, whose forward passes never return tuples; this branch is for older releases
+        cache = DynamicCache.from_legacy_cache(cache)  # type: ignore[attr-defined]
     return cache
 

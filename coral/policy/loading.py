@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -164,5 +165,5 @@ def _load_vllm(model: str, **kwargs: Any) -> Policy:
     return VLLMPolicy(model, **kwargs)
 
 
-LOADERS = {"tiny": _load_dir, "openai": _load_openai, "scripted": _load_scripted, "vllm": _load_vllm,
-           "gguf": _load_gguf}
+LOADERS: dict[str, Callable[..., Policy]] = {"tiny": _load_dir, "openai": _load_openai, "scripted": _load_scripted,
+                                             "vllm": _load_vllm, "gguf": _load_gguf}

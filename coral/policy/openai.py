@@ -27,12 +27,15 @@ import concurrent.futures
 import os
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import openai
 
 from coral.config import UserInputError
 from coral.policy.base import Completion, GenerationRequest, Message
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 RETRYABLE = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
 RETRY_AFTER_MAX_S = 60.0  # a server asking for a longer wait is treated as failing
@@ -170,7 +173,9 @@ class OpenAIPolicy:
         kwargs = self._sampling_kwargs(request)
         if self.logprobs:
             kwargs["logprobs"] = True
-        response = await client.chat.completions.create(messages=list(request.messages), **kwargs)
+        # a Message is the {"role", "content"} dict openai's TypedDicts describe, typed as plain dict[str, str]
+        messages = cast("list[ChatCompletionMessageParam]", list(request.messages))
+        response = await client.chat.completions.create(messages=messages, **kwargs)
         choice = response.choices[0]
         content = choice.logprobs.content if choice.logprobs is not None else None
         logprobs = [float(t.logprob) for t in content] if content else []

@@ -45,8 +45,9 @@ def cpu_has_bf16() -> bool:
     """Whether this CPU has bfloat16 units (AVX512-BF16 or AMX): torch's own query where it has one,
     else the flags of /proc/cpuinfo; False where neither answers."""
     queries = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-    if all(callable(q) for q in queries):
-        return any(q() for q in queries)
+    answers = [q for q in queries if callable(q)]
+    if len(answers) == len(queries):
+        return any(q() for q in answers)
     try:
         flags = {flag for line in CPU_INFO.read_text().splitlines() if line.startswith("flags")
                  for flag in line.split(":", 1)[1].split()}

@@ -64,6 +64,7 @@ class TokenSampler:
             drawn = inverse_cdf(logp.exp(), self.uniforms[:, self.step : self.step + 1])
             tokens = drawn if tokens is None else torch.where(self.greedy, tokens, drawn)
         self.step += 1
+        assert tokens is not None  # every row is greedy or sampled
         return tokens, logp.gather(1, tokens[:, None]).squeeze(1)
 
 

@@ -89,6 +89,7 @@ def build_agents(cfg: Any, train: Sequence[Record], progress: bool = False) -> d
             agents[role] = loaded[spec] = loaded.get(spec) or load_pretrained(spec, cfg.dtype)
             continue
         width = cfg.agent_width(i)
+        assert tokenizer is not None, "built above: a tiny agent is among the specs"
         model = build_model(tokenizer, seed=cfg.seed + i, d_model=width, n_layers=cfg.n_layers,
                             n_heads=4, max_len=cfg.max_len_tokens)
         agents[role] = HFPolicy(model, tokenizer, name=f"{role}-d{width}", dtype=cfg.dtype)
@@ -122,7 +123,8 @@ def saved_agents_present(cfg: Any, root: str | Path) -> bool:
 def load_saved_agents(cfg: Any, root: str | Path) -> dict[str, Any]:
     """The agents `save_agents` wrote under `root`; refuses ones saved for another model spec."""
     root = Path(root)
-    agents, loaded = {}, {}
+    agents: dict[str, Any] = {}
+    loaded: dict[str, Any] = {}
     for i, role in enumerate(get_pattern(cfg.pattern).roles):
         folder, spec = root / role, cfg.agent_model(i)
         if not folder.is_dir():

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coral.policy.base import GenerationRequest, SamplingParams
 from coral.recursivemas.data import Record
@@ -29,6 +29,10 @@ from coral.recursivemas.rollout import split_prompt
 from coral.recursivemas.system import RecursiveMAS
 from coral.recursivemas.toolcalls import decode_with_tools
 from coral.recursivemas.tools import judge
+from coral.sandbox.protocol import SandboxProtocol
+
+if TYPE_CHECKING:
+    from coral.policy.hf import HFPolicy
 
 WORKFLOWS = ("recursive", "text-mas", "single", "latentmas")
 
@@ -70,9 +74,9 @@ def run_recursive(system: RecursiveMAS, records: Sequence[Record], rounds: int, 
     return answers, tokens
 
 
-def _generate(policy: Any, chats: list[list[dict[str, str]]], max_new_tokens: int) -> tuple[list[str], list[int]]:
+def _generate(policy: HFPolicy, chats: list[list[dict[str, str]]], max_new_tokens: int) -> tuple[list[str], list[int]]:
     params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens)
-    outs = policy.generate([GenerationRequest(c, params) for c in chats])
+    outs = policy.generate([GenerationRequest(tuple(c), params) for c in chats])
     return [o.text for o in outs], [len(o.completion_ids) for o in outs]
 
 
@@ -106,7 +110,7 @@ def run_text_mas(pattern: Pattern, agents: dict[str, Any], records: Sequence[Rec
     return previous[pattern.final], tokens
 
 
-def _generate_with_tools(policy: Any, chats: list[list[dict[str, str]]], max_new_tokens: int, tool: Any,
+def _generate_with_tools(policy: HFPolicy, chats: list[list[dict[str, str]]], max_new_tokens: int, tool: Any,
                          max_calls: int) -> tuple[list[str], list[int]]:
     if tool is None:
         raise ValueError("the deliberation pattern's final generation calls tools: give a tool (tools.PythonTool)")
@@ -121,7 +125,7 @@ def run_single(pattern: Pattern, agents: dict[str, Any], records: Sequence[Recor
     return _generate(agents[pattern.final], chats, max_new_tokens)
 
 
-def evaluate(workflow: str, system: RecursiveMAS, records: Sequence[Record], rounds: int, sandbox: Any,
+def evaluate(workflow: str, system: RecursiveMAS, records: Sequence[Record], rounds: int, sandbox: SandboxProtocol,
              max_new_tokens: int = 160, batch_size: int = 16, latentmas: Any = None) -> EvalResult:
     """Run one workflow on `records` with `system`'s agents; answers judged in `sandbox`."""
     if workflow not in WORKFLOWS:

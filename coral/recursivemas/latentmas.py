@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -31,9 +31,12 @@ from coral.recursivemas.rollout import (
     split_prompt,
 )
 
+if TYPE_CHECKING:
+    from coral.policy.hf import HFPolicy
+
 
 class LatentMAS:
-    def __init__(self, pattern: Pattern, policy: Any, latent_steps: int = 16, ridge_lambda: float = 1e-4) -> None:
+    def __init__(self, pattern: Pattern, policy: HFPolicy, latent_steps: int = 16, ridge_lambda: float = 1e-4) -> None:
         if latent_steps < 1:
             raise ValueError(f"latent_steps must be >= 1, got {latent_steps}")
         self.pattern, self.policy, self.latent_steps = pattern, policy, latent_steps

@@ -128,8 +128,8 @@ def init_links(how: str, inner: dict[str, InnerLink], outer: dict[str, tuple[Out
         raise ValueError(f"link_init must be one of {LINK_INITS}, got {how!r}")
     if how == "random":
         return
-    for role, link in inner.items():
-        link.ln_post.weight.fill_(embedding_rms(tables[role]))
+    for role, inner_link in inner.items():
+        inner_link.ln_post.weight.fill_(embedding_rms(tables[role]))
     for key, (link, src, dst) in outer.items():
         link.ln_tgt.weight.fill_(embedding_rms(tables[dst]))
         if how == "aligned":

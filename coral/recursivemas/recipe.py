@@ -41,6 +41,7 @@ from coral.recursivemas.train import TrainState, load_links, new_state, restore,
 from coral.report.recipes import finish, recursivemas_report
 from coral.samples import answer_record
 from coral.sandbox import Sandbox
+from coral.sandbox.protocol import SandboxProtocol
 from coral.scale import ScaleOut
 from coral.terminal import Bar
 from coral.train.loop import Run, check_resumable_config
@@ -63,7 +64,7 @@ def load_or_build_agents(cfg: RecursiveMASConfig, train: Any, progress: bool) ->
     return agents
 
 
-def _eval_all(state: TrainState, records: Any, sandbox: Any, tag: str, per_record: dict | None = None,
+def _eval_all(state: TrainState, records: Any, sandbox: SandboxProtocol, tag: str, per_record: dict | None = None,
               progress: bool = False) -> dict[str, float]:
     """Accuracy, decoded tokens and time of the latent system and of its final agent alone on `records`,
     as {tag/workflow/figure: value}; with `per_record`, each record's verdict lands there under tag/workflow

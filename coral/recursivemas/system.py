@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -41,6 +41,9 @@ from coral.recursivemas.rollout import (
     split_prompt,
 )
 from coral.recursivemas.toolcalls import Reply, RunCode, decode_with_tools
+
+if TYPE_CHECKING:
+    from coral.policy.hf import HFPolicy
 
 # deliberation_public_tests: (decoded attempts of the tool caller, questions) -> one report per row (tools.py)
 Tool = Callable[[Sequence[str], Sequence[str]], list[str]]
@@ -62,7 +65,7 @@ def edge_key(src: str, dst: str) -> str:
     return f"{src}__to__{dst}"  # nn.ModuleDict keys may not contain "."
 
 
-def d_model(policy: Any) -> int:
+def d_model(policy: HFPolicy) -> int:
     return int(policy.model.get_input_embeddings().weight.shape[-1])
 
 
@@ -99,7 +102,8 @@ class RecursiveMAS(nn.Module):
         vocabulary, else the token strings both hold (links.shared_token_rows, which refuses vocabularies
         too unlike for it)."""
         tables = {r: self.agents[r].model.get_input_embeddings().weight for r in self.pattern.roles}
-        outer = {edge_key(s, t): (self.outer[edge_key(s, t)], s, t) for s, t in self.pattern.edges()}
+        links = self.outer_links()
+        outer = {edge_key(s, t): (links[edge_key(s, t)], s, t) for s, t in self.pattern.edges()}
         rows = {}
         for s, t in self.pattern.edges() if how == "aligned" else ():
             vocab_s, vocab_t = self.agents[s].tokenizer.get_vocab(), self.agents[t].tokenizer.get_vocab()
@@ -108,10 +112,17 @@ class RecursiveMAS(nn.Module):
                     rows[edge_key(s, t)] = shared_token_rows(vocab_s, vocab_t, tables[s].shape[0], tables[t].shape[0])
                 except ValueError as error:
                     raise ValueError(f"agents {s!r} and {t!r}: {error}") from error
-        init_links(how, dict(self.inner.items()), outer, tables, rows=rows)
+        init_links(how, self.inner_links(), outer, tables, rows=rows)
+
+    # the ModuleDicts hold only the links built in __init__; torch types their values as any Module
+    def inner_links(self) -> dict[str, InnerLink]:
+        return {role: cast(InnerLink, link) for role, link in self.inner.items()}
+
+    def outer_links(self) -> dict[str, OuterLink]:
+        return {key: cast(OuterLink, link) for key, link in self.outer.items()}
 
     def describe(self) -> str:
-        return describe_links(dict(self.inner.items()), dict(self.outer.items()))
+        return describe_links(self.inner_links(), self.outer_links())
 
     # ------------------------------------------------------------------ prompts
     def prompt(self, role: str, question: str, round_index: int, notes: str | None = None) -> SplitPrompt:
@@ -177,7 +188,8 @@ class RecursiveMAS(nn.Module):
         srcs = self.pattern.sources(role, r)
         incoming = {s: self.outer[edge_key(s, role)]((previous if prev else current)[s]) for s, prev in srcs}
         with_notes = notes is not None and role in self.pattern.feedback
-        prompts = [self.prompt(role, q, r, notes[i] if with_notes else None) for i, q in enumerate(questions)]
+        prompts = [self.prompt(role, q, r, notes[i] if notes is not None and with_notes else None)
+                   for i, q in enumerate(questions)]
         return prompts, [{s: lat[i] for s, lat in incoming.items()} for i in range(len(questions))]
 
     def _needed_tool(self) -> Any:

@@ -17,11 +17,14 @@ import contextlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from torch import Tensor
 
 from coral.recursivemas.rollout import SplitPrompt, assemble, greedy_decode
+
+if TYPE_CHECKING:
+    from coral.policy.hf import HFPolicy
 
 CALL = re.compile(r"<python>(.*?)</python>", re.DOTALL | re.IGNORECASE)
 CLOSE = "</python>"
@@ -53,7 +56,7 @@ class _Row:
     done: bool = False
 
 
-def decode_with_tools(policy: Any, prompts: Sequence[SplitPrompt], latents: Sequence[Mapping[str, Tensor]],
+def decode_with_tools(policy: HFPolicy, prompts: Sequence[SplitPrompt], latents: Sequence[Mapping[str, Tensor]],
                       max_new_tokens: int, run: RunCode, max_calls: int = 5) -> list[Reply]:
     """Greedy generation with tool calls for each prompt (see the module docstring), in the policy's
     precision (an HFPolicy's autocast)."""
@@ -62,7 +65,7 @@ def decode_with_tools(policy: Any, prompts: Sequence[SplitPrompt], latents: Sequ
         return _decode_with_tools(policy, prompts, latents, max_new_tokens, run, max_calls)
 
 
-def _decode_with_tools(policy: Any, prompts: Sequence[SplitPrompt], latents: Sequence[Mapping[str, Tensor]],
+def _decode_with_tools(policy: HFPolicy, prompts: Sequence[SplitPrompt], latents: Sequence[Mapping[str, Tensor]],
                        max_new_tokens: int, run: RunCode, max_calls: int) -> list[Reply]:
     rows = [_Row() for _ in prompts]
     while active := [i for i, row in enumerate(rows) if not row.done]:

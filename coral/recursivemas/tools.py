@@ -19,6 +19,7 @@ from typing import Any
 
 from coral.agents.parsers import extract_code
 from coral.recursivemas.data import Record
+from coral.sandbox.protocol import SandboxProtocol
 from coral.sandbox.sandbox import Job
 from coral.trajectory import TestCase
 
@@ -37,7 +38,7 @@ def code_of(text: str, entry_point: str = "f") -> str | None:
 class PythonTool:
     """Runs each tool call's code as a program in the sandbox; returns its output per call."""
 
-    def __init__(self, sandbox: Any, max_chars: int = 2000) -> None:
+    def __init__(self, sandbox: SandboxProtocol, max_chars: int = 2000) -> None:
         self.sandbox, self.max_chars = sandbox, max_chars
 
     def __call__(self, codes: Sequence[str]) -> list[str]:
@@ -58,7 +59,7 @@ class PythonTool:
 class SandboxTool:
     """Runs attempts on the public tests of the task whose question they answer."""
 
-    def __init__(self, sandbox: Any, records: Sequence[Record]) -> None:
+    def __init__(self, sandbox: SandboxProtocol, records: Sequence[Record]) -> None:
         self.sandbox = sandbox
         self.by_question: Mapping[str, Record] = {r.question: r for r in records if r.task is not None}
 
@@ -83,7 +84,7 @@ class SandboxTool:
         return notes
 
 
-def judge(sandbox: Any, records: Sequence[Record], answers: Sequence[str]) -> list[bool]:
+def judge(sandbox: SandboxProtocol, records: Sequence[Record], answers: Sequence[str]) -> list[bool]:
     """Correct or not, per answer: all private tests pass (records with a task), else exact match."""
     out = [rec.task is None and text.strip() == rec.answer.strip() for rec, text in zip(records, answers, strict=True)]
     jobs, where = [], []
@@ -97,7 +98,7 @@ def judge(sandbox: Any, records: Sequence[Record], answers: Sequence[str]) -> li
     return out
 
 
-def pattern_tool(pattern: Any, sandbox: Any, records: Sequence[Record]) -> Any:
+def pattern_tool(pattern: Any, sandbox: SandboxProtocol, records: Sequence[Record]) -> Any:
     """The tool `pattern` calls (patterns.py): a PythonTool, a SandboxTool on `records`' public tests, or
     None for a pattern without one."""
     if pattern.tool == "python":

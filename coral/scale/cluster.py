@@ -26,11 +26,19 @@ import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coral.scale.actors import CALL_TIMEOUT_S, START_TIMEOUT_S, import_ray
 from coral.scale.rollout import RolloutPool
 from coral.scale.sandbox_pool import RaySandbox
+
+if TYPE_CHECKING:
+    from coral.policy.base import Policy
+    from coral.sandbox.protocol import SandboxProtocol
+
+    # what `distribute` takes: one policy, a mapping name -> policy or a sequence (the same shape comes back);
+    # a mapping's keys name the replicas as str(key)
+    Policies = Policy | Mapping[Any, Policy] | Sequence[Policy]
 
 logger = logging.getLogger(__name__)
 
@@ -99,11 +107,11 @@ class ScaleOut:
         self.ray_address = ray_address
         self.rollout_workers, self.sandbox_actors = rollout_workers, sandbox_actors
         self.cpus_per_worker = cpus_per_worker
-        self.group_kwargs = {"max_retries": max_retries, "start_timeout_s": start_timeout_s,
+        self.group_kwargs: dict[str, Any] = {"max_retries": max_retries, "start_timeout_s": start_timeout_s,
                              "call_timeout_s": call_timeout_s}
         self.started: list[Any] = []  # the pools and sandboxes to close
 
-    def distribute(self, policies: Any, sandbox: Any) -> tuple[Any, Any]:
+    def distribute(self, policies: Policies, sandbox: SandboxProtocol | None) -> tuple[Any, Any]:
         """(policies, sandbox) to use. `policies` is one policy, a mapping name -> policy or a sequence
         (the same shape comes back, as RayPolicy views of one pool holding every distinct policy:
         roles sharing a policy share its replica); `sandbox` (None stays None) becomes a RaySandbox
@@ -111,18 +119,19 @@ class ScaleOut:
         if self.ray_address is None:
             return policies, sandbox
         try:
-            return self._distribute(policies, sandbox)
+            return self._distribute(self.ray_address, policies, sandbox)
         except BaseException:
             self.close()  # callers that build ScaleOut outside a `with` would otherwise keep the pool alive
             raise
 
-    def _distribute(self, policies: Any, sandbox: Any) -> tuple[Any, Any]:
+    def _distribute(self, ray_address: str, policies: Policies,
+                    sandbox: SandboxProtocol | None) -> tuple[Any, SandboxProtocol | None]:
 
-        ray = connect(self.ray_address)
+        ray = connect(ray_address)
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
         workers = self.rollout_workers or max(2, nodes)
         actors = (self.sandbox_actors or max(1, nodes)) if sandbox is not None else 0
-        cpus = self.cpus_per_worker or _fair_share(ray, self.ray_address, workers + actors)
+        cpus = self.cpus_per_worker or _fair_share(ray, ray_address, workers + actors)
         named = _as_named(policies)
         first: dict[int, str] = {}
         for name, p in named.items():
@@ -160,7 +169,7 @@ def _fair_share(ray: Any, ray_address: str, actors: int) -> float:
     return share
 
 
-def _as_named(policies: Any) -> dict[str, Any]:
+def _as_named(policies: Policies) -> dict[str, Policy]:
     """Replica names are strings (a pool's keys): a sequence's policies are named by their index."""
     if isinstance(policies, Mapping):
         return {str(k): p for k, p in policies.items()}
@@ -169,7 +178,7 @@ def _as_named(policies: Any) -> dict[str, Any]:
     return {"policy": policies}
 
 
-def _same_shape(policies: Any, views: dict[str, Any]) -> Any:
+def _same_shape(policies: Policies, views: dict[str, Any]) -> Any:
     if isinstance(policies, Mapping):
         return {k: views[str(k)] for k in policies}
     if isinstance(policies, Sequence) and not isinstance(policies, str):
@@ -177,13 +186,15 @@ def _same_shape(policies: Any, views: dict[str, Any]) -> Any:
     return views["policy"]
 
 
-def maybe_distribute(policy: Any, sandbox: Any, ray_address: str | None, **kwargs: Any) -> tuple[Any, Any]:
+def maybe_distribute(policy: Policies, sandbox: SandboxProtocol | None, ray_address: str | None,
+                     **kwargs: Any) -> tuple[Any, Any]:
     """`ScaleOut(ray_address, **kwargs).distribute(policy, sandbox)` for callers that keep the actors
     until the process exits (they are not closed here)."""
     return ScaleOut(ray_address, **kwargs).distribute(policy, sandbox)
 
 
-def distribute_agents(agents: Any, sandbox: Any, scale: ScaleOut | str | None) -> tuple[Any, Any]:
+def distribute_agents(agents: Any, sandbox: SandboxProtocol | None,
+                      scale: ScaleOut | str | None) -> tuple[Any, Any]:
     """`distribute` for agents (a mapping name -> Agent, or a list): each agent's policy is replaced by
     its RayPolicy (agents sharing a policy share one). `scale` is a ScaleOut (which closes the actors)
     or a ray_address."""

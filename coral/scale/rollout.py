@@ -64,7 +64,7 @@ class RolloutWorker:
         name, tensors = push
         if not isinstance(tensors, Mapping):  # the ObjectRef of one put shared by every actor
             tensors = import_ray().get(tensors, timeout=CALL_TIMEOUT_S)
-        policy = self.policies[name]
+        policy: Any = self.policies[name]  # one that takes weights: load_weights (vLLM) or .model (transformers)
         if hasattr(policy, "load_weights"):  # an inference engine with its own weight loader (vLLM)
             policy.load_weights(tensors)
             return len(tensors)
@@ -137,7 +137,8 @@ class RolloutPool:
         if not replicas:
             raise ValueError("RolloutPool needs at least one replica")
         self.replicas = dict(replicas)
-        self.trainers = dict(trainers) if trainers is not None else {
+        # a trainer: whatever holds the weights a replica copies, as `.model` (a transformers policy)
+        self.trainers: dict[str, Any] = dict(trainers) if trainers is not None else {
             n: r for n, r in self.replicas.items() if not isinstance(r, str)}
         unknown = sorted(set(self.trainers) - set(self.replicas))
         if unknown:
@@ -201,7 +202,7 @@ class RolloutPool:
         return len(tensors)
 
     def _sync_key(self, name: str) -> int | str:
-        trainer = self.trainers.get(name)
+        trainer: Any = self.trainers.get(name)  # None: no trainer, which has no .model either
         if isinstance(self.replicas[name], str) or not hasattr(trainer, "model"):
             return name  # a replica built on the actor holds its own weights, whatever the trainer shares
         return id(trainer.model)

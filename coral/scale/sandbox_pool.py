@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coral.sandbox import Job, Sandbox
+from coral.sandbox.protocol import SandboxProtocol
 from coral.scale.actors import CALL_TIMEOUT_S, START_TIMEOUT_S, ActorGroup, import_ray, split
 from coral.trajectory import ExecutionResult, TestCase
 
@@ -59,7 +60,7 @@ class RaySandbox:
                                 start_timeout_s=start_timeout_s, call_timeout_s=call_timeout_s)
 
     @classmethod
-    def like(cls, sandbox: Any, actors: int = 1, **kwargs: Any) -> RaySandbox:
+    def like(cls, sandbox: SandboxProtocol, actors: int = 1, **kwargs: Any) -> RaySandbox:
         """A RaySandbox whose actors each hold a Sandbox with `sandbox`'s settings."""
         settings = {f: getattr(sandbox, f) for f in SANDBOX_FIELDS if hasattr(sandbox, f)}
         if "cache" not in settings and hasattr(sandbox, "_cache"):

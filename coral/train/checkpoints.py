@@ -13,10 +13,13 @@ import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from coral.policy.hf import HFPolicy
 
 
 @dataclass
@@ -24,7 +27,7 @@ class TrainedAgent:
     """What a checkpoint keeps of one agent: its policy's weights, and its learner's state (optimiser,
     counters) when it trains; `learner` None: an agent that acts but never updates."""
 
-    policy: Any
+    policy: HFPolicy
     learner: Any = None
 
     def state_dict(self) -> dict[str, Any]:
@@ -92,7 +95,7 @@ def load_checkpoint(path: str | Path, learners: dict[str, TrainedAgent]) -> dict
     return state
 
 
-def policy_weights(policy: Any) -> dict[str, torch.Tensor]:
+def policy_weights(policy: HFPolicy) -> dict[str, torch.Tensor]:
     """What a checkpoint keeps of a policy: its own state_dict() when it has one (an adapter on a shared
     base: that adapter only), else its model's."""
     return policy.state_dict() if hasattr(policy, "state_dict") else policy.model.state_dict()
@@ -108,7 +111,7 @@ def weights_digest(state: dict[str, torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
-def load_weights(policy: Any, state: dict[str, torch.Tensor]) -> None:
+def load_weights(policy: HFPolicy, state: dict[str, torch.Tensor]) -> None:
     if hasattr(policy, "load_state_dict"):
         policy.load_state_dict(state)
     else:

@@ -24,10 +24,11 @@ import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
+from coral.policy.base import TrainablePolicy
 from coral.policy.hf import HFPolicy
 from coral.train.advantages import ADVANTAGES, group_ids
 from coral.train.losses import LossConfig, kl_k3, policy_loss
@@ -35,6 +36,14 @@ from coral.train.sft import SFTConfig
 from coral.trajectory import Turn
 
 GroupKey = Callable[[Turn], Hashable]
+
+
+def required(value: float | None, what: str) -> float:
+    """A turn's reward or advantage as a float, for code past the point where every turn has one; a turn
+    without it is a TypeError, as float(None) was."""
+    if value is None:
+        raise TypeError(f"a turn has no {what}")
+    return float(value)
 
 
 def assign_advantages(turns: Sequence[Turn], key: GroupKey, estimator: str = "grpo") -> None:
@@ -53,7 +62,7 @@ def assign_advantages(turns: Sequence[Turn], key: GroupKey, estimator: str = "gr
         t = missing[0]
         raise ValueError(f"{len(missing)} turns have no reward (first: agent {t.agent!r}, "
                          f"task {t.credit.task_id if t.credit else None!r})")
-    rewards = torch.tensor([float(t.reward) for t in turns], dtype=torch.float32)
+    rewards = torch.tensor([required(t.reward, "reward") for t in turns], dtype=torch.float32)
     adv = ADVANTAGES[estimator](rewards, group_ids([key(t) for t in turns]), scopes=[t.agent for t in turns])
     for t, a in zip(turns, adv.tolist(), strict=True):
         t.advantage = a
@@ -75,7 +84,7 @@ def grouped_rewards(turns: Sequence[Turn], key: GroupKey) -> list[list[float]]:
     """The rewards of `turns` in their groups of equal `key(turn)`, in first-seen order."""
     groups: dict[Any, list[float]] = {}
     for t in turns:
-        groups.setdefault(key(t), []).append(float(t.reward))
+        groups.setdefault(key(t), []).append(required(t.reward, "reward"))
     return list(groups.values())
 
 
@@ -136,10 +145,11 @@ class AgentLearner:
     """One trainable agent: its policy, optimiser and counters. `frozen` agents act but never update."""
 
     name: str
-    policy: Any
+    policy: TrainablePolicy
     cfg: GRPOConfig
     frozen: bool = False
-    reference: Any = None  # a frozen copy for the KL term (cfg.loss.beta_kl > 0) or the logged KL (cfg.log_kl)
+    # a frozen copy for the KL term (cfg.loss.beta_kl > 0) or the logged KL (cfg.log_kl)
+    reference: TrainablePolicy | None = None
     step: int = 0
     optimizer: torch.optim.Optimizer | None = None
 
@@ -210,6 +220,7 @@ class AgentLearner:
                         old: list[list[float]] | None, first: bool = True) -> dict[str, float]:
         """Gradients of every micro-batch, accumulated with weights that add up to the batch objective,
         then one clipped optimiser step. Returns this step's metrics (`logp_mismatch` on the `first`)."""
+        assert self.optimizer is not None, "a frozen agent takes no optimiser step"
         params = [p for p in self.policy.parameters() if p.requires_grad]
         share = self._size(trained)
         sums: dict[str, float] = {}
@@ -247,6 +258,7 @@ class AgentLearner:
         """Token mean of k3(sampled logprobs, reference logprobs) over `turns`: an estimate of
         KL(sampler || reference) from the sampler's own samples (no gradient)."""
         total, tokens = 0.0, 0
+        assert self.reference is not None, "__post_init__ makes one wherever a KL is asked for"
         with torch.no_grad():
             for lo in range(0, len(turns), self.cfg.micro_batch_size):
                 micro = turns[lo:lo + self.cfg.micro_batch_size]
@@ -277,9 +289,10 @@ class AgentLearner:
             mismatch["logp_mismatch"] = float((own - sampled).abs()[mask].mean()) if mask.any() else 0.0
         ref = None
         if self.cfg.loss.beta_kl > 0:
+            assert self.reference is not None, "__post_init__ makes one wherever a KL is asked for"
             with torch.no_grad():
                 ref, _ = self.reference.forward(prompts, completions, temperature=self.cfg.temperature)
-        adv = torch.tensor([float(t.advantage) for t in micro], dtype=logprobs.dtype)
+        adv = torch.tensor([required(t.advantage, "advantage") for t in micro], dtype=logprobs.dtype)
         loss, metrics = policy_loss(self.cfg.loss, logprobs, old, adv, mask, ref_logprobs=ref,
                                     sampler_logprobs=sampled if tis else None)
         return loss, metrics | mismatch
@@ -293,7 +306,10 @@ class AgentLearner:
             self.optimizer.load_state_dict(state["optimizer"])
 
 
-def frozen_copy(policy: Any) -> Any:
+P = TypeVar("P", bound=TrainablePolicy)
+
+
+def frozen_copy(policy: P) -> P:
     """A copy of `policy` for a KL reference: same weights, no gradients, eval mode."""
     ref = copy.deepcopy(policy)
     for p in ref.parameters():
@@ -302,7 +318,8 @@ def frozen_copy(policy: Any) -> Any:
     return ref
 
 
-def saved_references(policies: Mapping[str, Any], dirs: Mapping[str, Path], saved: bool, what: str) -> dict[str, Any]:
+def saved_references(policies: Mapping[str, HFPolicy], dirs: Mapping[str, Path], saved: bool,
+                     what: str) -> dict[str, HFPolicy]:
     """A frozen copy of each named policy for a KL reference (`frozen_copy`), also written to its folder in
     `dirs`; with `saved` (a resumed run), read back from there instead of copied from the current weights.
     A missing folder is an error naming `what` (e.g. "SFT reference") and the policy."""

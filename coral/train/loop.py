@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from coral.config import UserInputError
 from coral.jsonl import append_jsonl, write_atomic
@@ -118,7 +118,7 @@ def next_batch(items: Sequence[T], position: int, size: int, seed: int, order: O
     return out
 
 
-class DataCursor:
+class DataCursor(Generic[T]):
     """Where a run is in its task stream: `take(size)` returns the next batch and moves on. The position
     is all a checkpoint needs to continue the same stream."""
 
@@ -151,7 +151,7 @@ class Run:
         if config is not None and may_change is not None and self.latest() is not None:
             check_resumable_config(self.out / "config.json", config, may_change)
         if config is not None:
-            data = asdict(config) if is_dataclass(config) else dict(config)
+            data = _fields_of(config)
             write_atomic(self.out / "config.json", json.dumps(data, indent=2))
 
     def latest(self) -> Path | None:
@@ -176,6 +176,11 @@ class Run:
         return save_checkpoint(self.ckpt_root, int(state["step"]), dict(agents), state)
 
 
+def _fields_of(config: Any) -> dict[str, Any]:
+    """A config (a dataclass instance or a mapping) as a dict of its fields."""
+    return asdict(config) if is_dataclass(config) and not isinstance(config, type) else dict(config)
+
+
 def check_resumable_config(path: Path, config: Any, may_change: Sequence[str],
                            advice: str = "use another out_dir or resume: false") -> None:
     """Refuse (UserInputError naming the field, both values and the file) to resume a run whose `path`
@@ -184,7 +189,7 @@ def check_resumable_config(path: Path, config: Any, may_change: Sequence[str],
     another coral version) are not compared; a missing `path` has nothing to compare."""
     if not path.is_file():
         return
-    mine = flat_fields(json.loads(json.dumps(asdict(config) if is_dataclass(config) else dict(config))))
+    mine = flat_fields(json.loads(json.dumps(_fields_of(config))))
     theirs = flat_fields(json.loads(path.read_text()))
     diff = sorted(k for k in mine.keys() & theirs.keys() if k not in may_change and mine[k] != theirs[k])
     if diff:

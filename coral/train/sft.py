@@ -16,14 +16,17 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from coral.benchmarks.records import parse_jsonl
 from coral.config import check_at_least
-from coral.policy.base import Message, user
+from coral.policy.base import Message, TrainablePolicy, user
 from coral.terminal import Bar
+
+if TYPE_CHECKING:
+    from coral.policy.hf import HFPolicy
 
 
 @dataclass(frozen=True)
@@ -84,17 +87,17 @@ def load_sft_jsonl(path: str | Path) -> list[SFTExample]:
     return out
 
 
-def tokenize_examples(policy: Any, examples: Sequence[SFTExample]) -> list[tuple[list[int], list[int]]]:
+def tokenize_examples(policy: HFPolicy, examples: Sequence[SFTExample]) -> list[tuple[list[int], list[int]]]:
     eos = policy.tokenizer.eos_token_id
     return [(policy.encode(policy.render(ex.messages)), policy.encode(ex.completion) + [eos]) for ex in examples]
 
 
-def sft_loss(policy: Any, batch: Sequence[tuple[list[int], list[int]]]) -> torch.Tensor:
+def sft_loss(policy: TrainablePolicy, batch: Sequence[tuple[list[int], list[int]]]) -> torch.Tensor:
     logprobs, mask = policy.forward([p for p, _ in batch], [c for _, c in batch])
     return -(logprobs * mask).sum() / mask.sum().clamp(min=1)
 
 
-def train_sft(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig = SFTConfig(),
+def train_sft(policy: HFPolicy, examples: Sequence[SFTExample], cfg: SFTConfig = SFTConfig(),
               log: Callable[[dict[str, float]], None] | None = None, progress: bool = True,
               checkpoint: str | Path | None = None, checkpoint_every: int = 50) -> list[float]:
     """Train `policy` in place; returns the loss of every step.
@@ -140,7 +143,7 @@ def train_sft(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig = SFTC
         sched.step()
         losses.append(loss.item())
         if log is not None:
-            log({"sft/step": step, "sft/loss": losses[-1], "sft/lr": sched.get_last_lr()[0]})
+            log({"sft/step": step, "sft/loss": losses[-1], "sft/lr": float(sched.get_last_lr()[0])})
         bar(losses[-1])
         if checkpoint is not None and (step + 1 == total or (step + 1) % checkpoint_every == 0):
             _save_sft_state(Path(checkpoint), run_id, step + 1, losses, policy, opt, sched)
@@ -156,7 +159,7 @@ def _fingerprint(data: Sequence[tuple[list[int], list[int]]]) -> str:
     return digest.hexdigest()
 
 
-def _save_sft_state(path: Path, run_id: dict, step: int, losses: list[float], policy: Any, opt: Any,
+def _save_sft_state(path: Path, run_id: dict, step: int, losses: list[float], policy: HFPolicy, opt: Any,
                     sched: Any) -> None:
     """Written to a temporary name and renamed, so a crash mid-save leaves the previous state (the name
     holds the pid: a trainer orphaned by a killed run cannot clobber the file its successor writes)."""
@@ -169,7 +172,7 @@ def _save_sft_state(path: Path, run_id: dict, step: int, losses: list[float], po
     tmp.replace(path)
 
 
-def _load_sft_state(path: Path, run_id: dict, policy: Any, opt: Any, sched: Any) -> tuple[int, list[float]]:
+def _load_sft_state(path: Path, run_id: dict, policy: HFPolicy, opt: Any, sched: Any) -> tuple[int, list[float]]:
     state = torch.load(path, weights_only=False)
     for key in ("config", "examples", "total"):
         if state.get("run", {}).get(key) != run_id[key]:

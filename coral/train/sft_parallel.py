@@ -155,7 +155,7 @@ def _stop_workers(pool: ProcessPoolExecutor, futures: dict[str, Any], stop: Path
 ATTENTION_COST = 17.0
 
 
-def step_costs(policy: Any, examples: Sequence[SFTExample], cfg: SFTConfig) -> list[float]:
+def step_costs(policy: HFPolicy, examples: Sequence[SFTExample], cfg: SFTConfig) -> list[float]:
     """Each SFT step's estimated cost, from the batch plan that `train_sft` will follow: a padded batch of
     B examples of length L costs B x L x (2 x parameters + ATTENTION_COST x layers x hidden_size x L), or
     B x L for a model without those config fields. No examples: no steps (the trainer reports the error)."""

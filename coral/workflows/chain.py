@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from coral.agents import Agent
+from coral.sandbox.protocol import SandboxProtocol
 from coral.trajectory import Credit, Rewrite, Task, Trajectory, Turn
 from coral.workflows.common import judge, problem_text, task_keys
 
@@ -63,7 +64,7 @@ def _expand(items: Sequence[Any], times: int) -> list[Any]:
     return [x for x in items for _ in range(times)]
 
 
-def run_chain(tasks: Sequence[Task], coder: Agent, sandbox: Any, cfg: ChainConfig = ChainConfig(), *,
+def run_chain(tasks: Sequence[Task], coder: Agent, sandbox: SandboxProtocol, cfg: ChainConfig = ChainConfig(), *,
               planner: Agent | None = None, retriever: Agent | None = None,
               debugger: Agent | None = None, step: int = 0) -> list[Trajectory]:
     """Trajectories ordered task-major, then retrieval, then plan, then code: task i, retrieval r, plan p,
@@ -146,7 +147,7 @@ def _plan(tasks: Sequence[Task], ret_tasks: list[int], ret_keys: list[str], seen
 
 
 def _debug_round(trajectories: list[Trajectory], writers: list[Turn], code_tasks: list[Task], problems: list[str],
-                 debugger: Agent, sandbox: Any, cfg: ChainConfig, round_index: int, step: int,
+                 debugger: Agent, sandbox: SandboxProtocol, cfg: ChainConfig, round_index: int, step: int,
                  code_keys: list[str]) -> None:
     """The debugger rewrites every code it is due to see (`cfg.debug_when`) `cfg.rewrites_per_code` times;
     all rewrites join the trajectory, and the one with the best public pass fraction replaces its code."""
@@ -184,7 +185,7 @@ def _token_metrics(traj: Trajectory) -> dict[str, float]:
     }
 
 
-def run_single(tasks: Sequence[Task], coder: Agent, sandbox: Any, samples_per_task: int = 1,
+def run_single(tasks: Sequence[Task], coder: Agent, sandbox: SandboxProtocol, samples_per_task: int = 1,
                step: int = 0) -> list[Trajectory]:
     """One agent answers each task `samples_per_task` times."""
     return run_chain(tasks, coder, sandbox, ChainConfig(codes_per_plan=samples_per_task), step=step)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from coral.benchmarks.outputs import OUTPUT_MATCHES
 from coral.sandbox import Job
+from coral.sandbox.protocol import SandboxProtocol
 from coral.trajectory import ExecutionResult, Task, TestResult, Verdicts
 
 
@@ -20,7 +20,8 @@ def unrunnable(n_tests: int, why: str) -> ExecutionResult:
     return ExecutionResult(tests=tuple(TestResult("error", why) for _ in range(n_tests)), error=why)
 
 
-def judge(sandbox: Any, tasks: Sequence[Task], codes: Sequence[str | None], count_steps: bool = False) -> list[Verdicts]:
+def judge(sandbox: SandboxProtocol, tasks: Sequence[Task], codes: Sequence[str | None],
+          count_steps: bool = False) -> list[Verdicts]:
     """The verdicts (public and private) of each (task, code) pair, in one parallel sandbox batch.
 
     The program run is `task.program(code)`: the answer with what the benchmark's harness puts before it
