@@ -50,5 +50,7 @@ browser:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium is not installed: the tree viewer's browser test will be skipped"
 
+# ruff, then mypy on coral ([tool.mypy] in pyproject.toml: all of coral checked, the core strict).
 lint: install
 	$(VENV)/bin/ruff check coral tests bench experiments
+	$(VENV)/bin/mypy
