@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from coral.benchmarks.splits import ProceduralSplits
+from coral.policy.base import check_dtype
 from coral.train.grpo import GRPOConfig, check_recipe_owned
 from coral.train.sft import SFTConfig
 from coral.workflows.chain import ChainConfig
@@ -54,6 +55,9 @@ class CoReCodeConfig:
     # only (train_roles, rl.*, rl_steps, ...: corecode_fork.may_differ). For ablations from one cold start
     cold_start_from: str | None = None
     model: str = "tiny"  # "tiny": two fresh tiny models with a tokenizer trained on the data; else a model path
+    # precision of the policies, auto | float32 | bfloat16: a real model gets it as named; tiny models read auto as
+    # float32 (the precision the tiny demo's settings were chosen in) and take bfloat16 only when it is named
+    dtype: str = "auto"
     # tiny models: the roles whose cold-start text trains the tokenizer (None: the chain's roles). Give every
     # arm of a roles ablation all its roles, so that the arms' planners and coders are the same models
     tokenizer_roles: tuple[str, ...] | None = None
@@ -108,6 +112,7 @@ class CoReCodeConfig:
     eval_samples_per_task: int = 4
 
     def __post_init__(self) -> None:
+        check_dtype(self.dtype)
         _check_counts(self)
         _check_roles(self)
         if self.rl_max_depth is not None and self.rl_max_depth < self.min_depth:
@@ -121,6 +126,11 @@ class CoReCodeConfig:
         if not 0 <= self.efficiency_weight <= 1:
             raise ValueError(f"field 'efficiency_weight' must be in [0, 1], got {self.efficiency_weight}")
         check_recipe_owned(self.sft, self.rl)
+
+    @property
+    def policy_dtype(self) -> str:
+        """The dtype the policies are built with: `dtype`, except that the tiny models read auto as float32."""
+        return "float32" if self.model == "tiny" and self.dtype == "auto" else self.dtype
 
     @property
     def chain_roles(self) -> tuple[str, ...]:

@@ -54,8 +54,9 @@ def build_policies(cfg: CoReCodeConfig, train: Sequence[Task],
 
     def make(i: int) -> Any:
         if cfg.model != "tiny":
-            return load_policy(cfg.model)
-        policy = tiny_policy(seed=cfg.seed * 10 + i, corpus=corpus, d_model=cfg.d_model, n_layers=cfg.n_layers)
+            return load_policy(cfg.model, dtype=cfg.policy_dtype)
+        policy = tiny_policy(seed=cfg.seed * 10 + i, corpus=corpus, d_model=cfg.d_model, n_layers=cfg.n_layers,
+                             dtype=cfg.policy_dtype)
         # tiny models: bigger generation batches are faster (an RL step's 128 codes in one batch rather than
         # two of 64: rollouts 5-15% faster, bench/corecode_rollout_batch.py); seeded tokens do not change
         policy.batch_size = 128
