@@ -77,9 +77,13 @@ ROLE_PARSERS = {"planner": "plan", "retriever": "text", "coder": "code", "debugg
 # wording), and "completion", the benchmark's own prompt sent as it is for a base model to continue.
 INSTRUCT = "Write a self-contained Python solution (with the imports it needs) to the problem below, in one " \
            "```python code block.\n```\n{problem}\n```"
+# The chat planner (CoRe-Code with an instruct model): a plan in words, which the chat coder is then asked to follow
+PLAN_INSTRUCT = "Write a short numbered plan, in words and without code, for solving the problem below in " \
+                "Python.\n```\n{problem}\n```"
 PROMPT_STYLES: dict[str, dict[str, PromptTemplate]] = {
     "chat": {"solver": PromptTemplate(user=INSTRUCT),
-             "coder": PromptTemplate(user=INSTRUCT + "\nFollow this plan:\n{plan}")},
+             "coder": PromptTemplate(user=INSTRUCT + "\nFollow this plan:\n{plan}"),
+             "planner": PromptTemplate(user=PLAN_INSTRUCT)},
     "completion": {"solver": PromptTemplate(user="{problem}")},
 }
 

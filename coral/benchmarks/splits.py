@@ -28,13 +28,17 @@ class ProceduralSplits:
     max_depth: int = 2
     rl_max_depth: int | None = None  # RL on train-split tasks up to this depth (None: SFT's tasks)
     rl_skeleton_fraction: float = 0.0  # share of train skeletons kept out of SFT, for RL alone
+    held_out_split: str = "test"  # the split held out for evaluation: "test" (reported) or "validation" (for settings)
 
 
 def build_tasks(spec: ProceduralSplits) -> tuple[list[Task], list[Task]]:
-    """(train split, test split): the first n_train_tasks / n_test_tasks tasks of each, seeded."""
+    """(train split, held-out split): the first n_train_tasks / n_test_tasks tasks of each, seeded. The held-out
+    split is the test split, or the validation split (held_out_split "validation") for choosing settings."""
+    if spec.held_out_split not in ("test", "validation"):
+        raise ValueError(f"held_out_split must be 'test' or 'validation', got {spec.held_out_split!r}")
     train = make_tasks(spec.n_train_tasks, "train", min_depth=spec.min_depth, max_depth=spec.max_depth,
                        seed=spec.seed)
-    test = make_tasks(spec.n_test_tasks, "test", min_depth=spec.min_depth, max_depth=spec.max_depth,
+    test = make_tasks(spec.n_test_tasks, spec.held_out_split, min_depth=spec.min_depth, max_depth=spec.max_depth,
                       seed=spec.seed + 1)
     return train, test
 

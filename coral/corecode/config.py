@@ -42,11 +42,16 @@ class CoReCodeConfig:
     out_dir: str = "runs/demo"  # run directory: config, metrics, checkpoints, evaluations, final models
     n_train_tasks: int = 4000  # train-split tasks (cold start and RL)
     n_test_tasks: int = 200  # held-out test-split tasks (new skeletons)
+    # the held-out split those tasks come from: test (the figures reported) or validation (to choose settings on)
+    held_out_split: Literal["test", "validation"] = "test"
     # held-out tasks of the training skeletons, which neither SFT nor RL sees (0: off). The train split's
     # compositions after the first n_train_tasks: new parameters, known kinds of steps
     n_fresh_tasks: int = 500
     min_depth: int = 1  # shortest composition of primitives in a task
     max_depth: int = 2  # longest composition of primitives in a task
+    # how each task is stated: short (the procedural family's own prompt) or, for a pretrained model, a style of
+    # coral/benchmarks/procedural_nl.py (docstring, doc-noex, instruction)
+    task_style: str = "short"
     rl_max_depth: int | None = None  # RL on train-split tasks up to this depth (None: max_depth, SFT's tasks)
     # share of the train split's skeletons kept out of SFT, on which RL alone trains (0: RL on SFT's tasks)
     rl_skeleton_fraction: float = 0.0
@@ -58,6 +63,12 @@ class CoReCodeConfig:
     # precision of the policies, auto | float32 | bfloat16: a real model gets it as named; tiny models read auto as
     # float32 (the precision the tiny demo's settings were chosen in) and take bfloat16 only when it is named
     dtype: str = "auto"
+    # the agents' prompts: short (the tiny models' own), chat (an instruct model's, planner and coder only:
+    # coral.agents.PROMPT_STYLES); auto: short for model tiny, chat for the others
+    prompt_style: Literal["auto", "short", "chat"] = "auto"
+    # sft: every role is first SFT'd on its gold data; none: RL starts from the model as loaded (a pretrained
+    # model), and the evaluations before RL (eval_sft*) hold that model
+    cold_start: Literal["sft", "none"] = "sft"
     # tiny models: the roles whose cold-start text trains the tokenizer (None: the chain's roles). Give every
     # arm of a roles ablation all its roles, so that the arms' planners and coders are the same models
     tokenizer_roles: tuple[str, ...] | None = None
@@ -114,6 +125,7 @@ class CoReCodeConfig:
     def __post_init__(self) -> None:
         check_dtype(self.dtype)
         _check_counts(self)
+        _check_styles(self)
         _check_roles(self)
         if self.rl_max_depth is not None and self.rl_max_depth < self.min_depth:
             raise ValueError(f"field 'rl_max_depth' must be >= min_depth={self.min_depth}, got {self.rl_max_depth}")
@@ -126,6 +138,13 @@ class CoReCodeConfig:
         if not 0 <= self.efficiency_weight <= 1:
             raise ValueError(f"field 'efficiency_weight' must be in [0, 1], got {self.efficiency_weight}")
         check_recipe_owned(self.sft, self.rl)
+
+    @property
+    def style(self) -> str:
+        """The agents' prompt style, auto resolved: short for model tiny, chat for the others."""
+        if self.prompt_style != "auto":
+            return self.prompt_style
+        return "short" if self.model == "tiny" else "chat"
 
     @property
     def policy_dtype(self) -> str:
@@ -152,7 +171,8 @@ class CoReCodeConfig:
     def splits(self) -> ProceduralSplits:
         return ProceduralSplits(seed=self.seed, n_train_tasks=self.n_train_tasks, n_test_tasks=self.n_test_tasks,
                                 n_fresh_tasks=self.n_fresh_tasks, min_depth=self.min_depth, max_depth=self.max_depth,
-                                rl_max_depth=self.rl_max_depth, rl_skeleton_fraction=self.rl_skeleton_fraction)
+                                rl_max_depth=self.rl_max_depth, rl_skeleton_fraction=self.rl_skeleton_fraction,
+                                held_out_split=self.held_out_split)
 
 
 def _check_roles(cfg: CoReCodeConfig) -> None:
@@ -170,6 +190,26 @@ def _check_roles(cfg: CoReCodeConfig) -> None:
     if "debugger" in cfg.train_roles and cfg.debugger_group == "code" and cfg.rewrites_per_code < 2:
         raise ValueError("field 'rewrites_per_code' must be >= 2 to train the debugger with debugger_group 'code', "
                          f"got {cfg.rewrites_per_code}")
+
+
+def _check_styles(cfg: CoReCodeConfig) -> None:
+    from coral.agents import PROMPT_STYLES
+    from coral.benchmarks.procedural_nl import NL_STYLES
+
+    if cfg.task_style not in ("short", *NL_STYLES):
+        raise ValueError(f"field 'task_style' must be one of {['short', *NL_STYLES]}, got {cfg.task_style!r}")
+    if cfg.prompt_style not in ("auto", "short", "chat"):
+        raise ValueError(f"field 'prompt_style' must be one of ['auto', 'short', 'chat'], got {cfg.prompt_style!r}")
+    if cfg.cold_start not in ("sft", "none"):
+        raise ValueError(f"field 'cold_start' must be 'sft' or 'none', got {cfg.cold_start!r}")
+    if cfg.held_out_split not in ("test", "validation"):
+        raise ValueError(f"field 'held_out_split' must be 'test' or 'validation', got {cfg.held_out_split!r}")
+    no_chat = [role for role in cfg.chain_roles if role not in PROMPT_STYLES["chat"]]
+    if cfg.style == "chat" and no_chat:
+        raise ValueError(f"field 'prompt_style': chat has prompts for planner and coder only, not {no_chat[0]!r}; "
+                         "use prompt_style short")
+    if cfg.cold_start == "none" and cfg.cold_start_from:
+        raise ValueError("fields 'cold_start' none and 'cold_start_from' both decide where RL starts: set one")
 
 
 def _check_tokenizer_roles(cfg: CoReCodeConfig) -> None:

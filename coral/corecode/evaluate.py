@@ -50,9 +50,10 @@ def eval_sets(cfg: CoReCodeConfig, test: Sequence[Task], fresh: Sequence[Task]) 
     """The test split and the fresh tasks (when there are any), each greedy and (when
     cfg.eval_samples_per_task > 0) sampled."""
     k = cfg.eval_samples_per_task
-    sets = [EvalSet("", test, 0, "procedural-test", TEST_WHAT, "greedy")]
+    bench, what = f"procedural-{cfg.held_out_split}", TEST_WHAT.replace("test", cfg.held_out_split)
+    sets = [EvalSet("", test, 0, bench, what, "greedy")]
     if k:
-        sets.append(EvalSet("_sampled", test, k, "procedural-test", TEST_WHAT, "sampled"))
+        sets.append(EvalSet("_sampled", test, k, bench, what, "sampled"))
     if fresh:
         sets.append(EvalSet("_fresh", fresh, 0, "procedural-train-unseen", FRESH_WHAT, "fresh_greedy"))
         if k:

@@ -44,6 +44,7 @@ from coral.corecode.setup import (
     sft_checkpoint_dir,
     sft_corecode,
     sft_references,
+    stated_tasks,
 )
 from coral.report.recipes import corecode_report, finish
 from coral.sandbox import Sandbox
@@ -80,9 +81,11 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True, reward_fn: Reward
     train, test = build_tasks(cfg.splits)
     rl_pool = rl_tasks(cfg.splits, train)
     fresh = fresh_tasks(cfg.splits, train, rl_pool)
+    train, test, rl_pool, fresh = (stated_tasks(cfg, tasks) for tasks in (train, test, rl_pool, fresh))
     sets = eval_sets(cfg, test, fresh)
-    say(f"tasks: {len(train)} train; held out: {len(test)} of new skeletons (the test split), "
-        f"{len(fresh)} of the training skeletons; depth {cfg.min_depth}-{cfg.max_depth}")
+    say(f"tasks: {len(train)} train; held out: {len(test)} of new skeletons (the {cfg.held_out_split} split), "
+        f"{len(fresh)} of the training skeletons; depth {cfg.min_depth}-{cfg.max_depth}; tasks stated {cfg.task_style}, "
+        f"prompts {cfg.style}")
     with Sandbox(workers=cfg.sandbox_workers) as sandbox, ScaleOut(cfg.ray_address) as scale:
         policies = build_policies(cfg, train, sandbox)
         if cfg.resume and run.latest():
@@ -153,9 +156,14 @@ def _cold_start(cfg: CoReCodeConfig, run: Run, policies: dict[str, HFPolicy], tr
 
 def _sft_and_evaluate(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], train: list[Task], sets: list[EvalSet],
                       sandbox: SandboxProtocol, progress: bool) -> dict[str, Any]:
-    """SFT of every role (resumable from its SFT checkpoints), then every evaluation set; the state after."""
+    """SFT of every role (resumable from its SFT checkpoints; none with cold_start "none"), then every
+    evaluation set; the state after."""
     say = functools.partial(_say, progress)
     state = new_state(sft_loss={})
+    if cfg.cold_start == "none":
+        say(f"no cold start: RL starts from {cfg.model} as loaded")
+        state["sft_s"] = 0.0
+        return _evaluate_start(cfg, policies, sets, sandbox, progress, state)
     n_sft = len(sft_tasks(cfg.splits, train))
     epochs = (f"{cfg.sft.epochs} epochs" if cfg.sft_coder_epochs is None
               else f"planner {cfg.sft.epochs} epochs, coder {cfg.sft_coder_epochs}")
@@ -173,6 +181,13 @@ def _sft_and_evaluate(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], train:
     log_sft_curves(cfg.out_dir, curves)
     state["sft_s"] = time.perf_counter() - t_sft
     say(f"SFT took {state['sft_s'] / 60:.1f} min")
+    return _evaluate_start(cfg, policies, sets, sandbox, progress, state)
+
+
+def _evaluate_start(cfg: CoReCodeConfig, policies: dict[str, Any], sets: list[EvalSet], sandbox: SandboxProtocol,
+                    progress: bool, state: dict[str, Any]) -> dict[str, Any]:
+    """Every evaluation set before RL (after SFT, or of the model as loaded), logged at step 0, into `state`."""
+    say = functools.partial(_say, progress)
     state.update(evaluate_sets(cfg, policies, sets, sandbox, "sft", say, progress))
     log_evaluation(cfg.out_dir, {f"eval/pass@1{s.suffix}": state[s.dir_name("sft")]["pass@1"] for s in sets}, 0)
     if cfg.eval_samples_per_task:
@@ -184,7 +199,8 @@ def _sft_and_evaluate(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], train:
 def _summary(cfg: CoReCodeConfig, out: Path, sets: list[EvalSet], state: dict[str, Any], after: dict[str, Any],
              wall_s: float) -> dict[str, Any]:
     """pass@1 after SFT and after RL of every evaluation set, their paired per-task change, losses, times."""
-    summary: dict[str, Any] = {"seed": cfg.seed, "sft_loss": state["sft_loss"], "rl_steps": cfg.rl_steps,
+    summary: dict[str, Any] = {"seed": cfg.seed, "cold_start": cfg.cold_start, "sft_loss": state["sft_loss"],
+                               "rl_steps": cfg.rl_steps,
                                "sft_s": state.get("sft_s"), "wall_s": wall_s, "change": {},
                                "eval_samples_per_task": cfg.eval_samples_per_task, "evaluations": []}
     for s in sets:
@@ -220,9 +236,11 @@ def group_key(cfg: CoReCodeConfig):
 
 def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dict[str, HFPolicy],
             learners: dict[str, Any], sandbox: SandboxProtocol, reward_fn: RewardFn | None = None) -> dict[str, float]:
-    """rollout -> rewards -> advantages -> one update per trained agent -> metrics."""
+    """rollout -> rewards -> advantages -> one update per trained agent -> metrics. Times: rollout_s (generation,
+    judging and scoring), judge_s (of it, the sandbox's), update_s (the learners'), step_s (all)."""
 
     t0 = time.perf_counter()
+    sandbox = timed = TimedSandbox(sandbox)
     reward_fn = reward_fn or CodeReward(cfg.correctness, cfg.efficiency_weight, cfg.efficiency_measure)
     agents = make_agents(cfg, policies)
     trajs = run_chain(batch, agents["coder"], sandbox, cfg.chain_config(), planner=agents["planner"],
@@ -248,16 +266,35 @@ def rl_step(cfg: CoReCodeConfig, step: int, batch: Sequence[Task], policies: dic
         spread = reward_spread(grouped_rewards(mine, group_key(cfg)))
         metrics.update({f"{role}/{k}": v for k, v in spread.items()})
         if role in learners:
+            t_update = time.perf_counter()
             metrics.update({f"{role}/{k}": v for k, v in learners[role].update(mine).items()})
+            metrics["update_s"] = metrics.get("update_s", 0.0) + time.perf_counter() - t_update
     final = [written_result(tr.turns[-1]) for tr in trajs]  # the code each trajectory ended with
     metrics["pass_rate"] = sum(r.passed for r in final) / len(final)
     if "debugger" in agents:
         metrics["coder_pass_rate"] = sum(r.passed for r in results) / len(results)
         metrics.update(fix_counts(results, final, trajs))
     metrics["parse_failures"] = sum(tr.turns_of("coder")[-1].parsed is None for tr in trajs) / len(trajs)
-    metrics["rollout_s"] = t_roll
+    metrics["rollout_s"], metrics["judge_s"] = t_roll, timed.seconds
     metrics["step_s"] = time.perf_counter() - t0
     return metrics
+
+
+class TimedSandbox:
+    """`sandbox`, adding the wall time of its run_many calls to `seconds` (an RL step's judge_s)."""
+
+    def __init__(self, sandbox: SandboxProtocol) -> None:
+        self.sandbox, self.seconds = sandbox, 0.0
+
+    def run_many(self, jobs: Sequence[Any], progress: bool = False) -> list[ExecutionResult]:
+        start = time.perf_counter()
+        try:
+            return self.sandbox.run_many(jobs, progress)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def close(self) -> None:
+        self.sandbox.close()
 
 
 def fix_counts(coder: Sequence[Any], final: Sequence[Any], trajs: Sequence[Any]) -> dict[str, float]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from coral.agents import make_agent
+from coral.agents import PROMPT_STYLES, make_agent
 from coral.benchmarks.splits import sft_tasks
 from coral.corecode.config import CoReCodeConfig
 from coral.corecode.data import cold_start_examples, retriever_template
@@ -68,8 +68,8 @@ def build_policies(cfg: CoReCodeConfig, train: Sequence[Task],
 
 
 def make_agents(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], greedy: bool = False) -> dict[str, Any]:
-    """The agent of every chain role; cfg.seed is a base seed: each request's stream is hashed from it and
-    the step the workflow is given (coral.seeding)."""
+    """The agent of every chain role in cfg.style's prompts; cfg.seed is a base seed: each request's stream is
+    hashed from it and the step the workflow is given (coral.seeding)."""
 
     out = {}
     for role in cfg.chain_roles:
@@ -77,9 +77,21 @@ def make_agents(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], greedy: bool
         sampling = SamplingParams(max_new_tokens=cfg.retriever_max_new_tokens if retriever else cfg.max_new_tokens,
                                   temperature=0.0 if greedy else cfg.rl.temperature,
                                   seed=cfg.seed)
+        template = retriever_template(cfg.retrieved_examples) if retriever else None
+        if cfg.style == "chat":
+            template = PROMPT_STYLES["chat"][role]
         out[role] = make_agent(role, policies[role], sampling=sampling, trainable=role in cfg.train_roles,
-                               template=retriever_template(cfg.retrieved_examples) if retriever else None)
+                               template=template)
     return out
+
+
+def stated_tasks(cfg: CoReCodeConfig, tasks: Sequence[Task]) -> list[Task]:
+    """`tasks` stated in cfg.task_style: as generated (short), or rewritten by coral/benchmarks/procedural_nl.py."""
+    if cfg.task_style == "short":
+        return list(tasks)
+    from coral.benchmarks.procedural_nl import nl_tasks
+
+    return nl_tasks(tasks, cfg.task_style)
 
 
 def sft_checkpoint_dir(cfg: CoReCodeConfig) -> Path:

@@ -45,7 +45,9 @@ def corecode_report(run_dir: str | Path, summary: Mapping[str, Any]) -> Report:
                         summary[e["rl"]]["pass@1"], summary["change"][e["change"]]) for e in summary["evaluations"]]
     facts = [("seed", summary["seed"]), ("RL steps", summary["rl_steps"]), ("SFT", _minutes(summary.get("sft_s"))),
              ("wall time", _minutes(summary["wall_s"]))]
-    return Report("CoRe-Code", Path(run_dir), rows, "SFT", "SFT+RL", facts, figure="held-out pass@1",
+    # a run without a cold start (cold_start "none": a pretrained model) compares the model as loaded with it after RL
+    before, after = ("SFT", "SFT+RL") if summary.get("cold_start", "sft") == "sft" else ("start", "RL")
+    return Report("CoRe-Code", Path(run_dir), rows, before, after, facts, figure="held-out pass@1",
                   notes=kl_hint(run_dir))
 
 
