@@ -1,0 +1,154 @@
+"""CoRe-Code GRPO on SmolLM2-135M-Instruct (planner and coder as two LoRA adapters on one shared base, bfloat16,
+no cold start): one step's time and its parts, settings chosen on the validation split, then seeds reported on
+the test split, before and after, with their training curves.
+
+From the repository root (each stage resumable; long ones under nohup, one thread each, at most two at once):
+    python -m experiments.smollm2_rl steptime                      # time of RL steps and their parts, no evaluation
+    python -m experiments.smollm2_rl sweep --name lr3e-4 --set rl.lr=3e-4   # one setting, held out on validation
+    python -m experiments.smollm2_rl run --seed 0                  # the chosen settings, held out on test
+    python -m experiments.smollm2_rl report                        # tables of every run under runs/smollm2/
+
+Every run is `coral train configs/corecode_smollm2.yaml` with overrides (`--set field=value`, dotted for nested
+fields) in `runs/smollm2/<stage>/<name>`: checkpoints every few steps, and a killed run started again with the
+same command resumes from its last one. `sweep` runs hold out the validation split (held_out_split validation),
+so the settings are chosen on validation pass@1 and training reward; `run` holds out the test split and is
+started only with settings chosen that way. This module does NOT choose the task set
+(experiments/smollm2_tasks.py does) and does NOT plot (the run's report.html draws its curves).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONFIG = Path("configs/corecode_smollm2.yaml")
+OUT = Path("runs/smollm2")
+CURVE_KEYS = ("coder/reward", "planner/reward", "pass_rate", "coder/kl_ref", "planner/kl_ref", "coder/entropy",
+              "planner/entropy", "coder/logp_mismatch", "coder/zero_variance_groups", "step_s")
+
+
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    """`field=value` pairs (dotted fields nest: rl.lr=3e-4) as a nested mapping; values read as YAML."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set {item!r}: expected field=value")
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value)
+    return out
+
+
+def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = merged(out.get(k, {}), v) if isinstance(v, dict) else v
+    return out
+
+
+def config(overrides: dict[str, Any]) -> Any:
+    """CoReCodeConfig from the study's YAML file and `overrides`."""
+    from coral.config import from_mapping
+    from coral.corecode.config import CoReCodeConfig
+
+    base = yaml.safe_load(CONFIG.read_text())
+    base.pop("recipe", None)
+    return from_mapping(CoReCodeConfig, merged(base, overrides), f"{CONFIG} + overrides")
+
+
+def steptime(cfg: Any, steps: int) -> list[dict[str, float]]:
+    """`steps` RL steps from the model as loaded, on the run's training tasks, no evaluation: each step's
+    time and its parts (generation = rollout - judging), tokens and peak memory."""
+    from coral.benchmarks.splits import build_tasks
+    from coral.corecode.recipe import rl_step
+    from coral.corecode.setup import build_policies, make_learners, sft_references, stated_tasks
+    from coral.sandbox import Sandbox
+
+    train = stated_tasks(cfg, build_tasks(cfg.splits)[0])
+    t_load = time.perf_counter()
+    with Sandbox(workers=cfg.sandbox_workers) as sandbox:
+        policies = build_policies(cfg, train, sandbox)
+        learners = make_learners(cfg, policies, sft_references(cfg, policies, saved=False))
+        print(f"policies and learners built in {time.perf_counter() - t_load:.1f} s", flush=True)
+        rows = []
+        for step in range(1, steps + 1):
+            batch = train[(step - 1) * cfg.tasks_per_step: step * cfg.tasks_per_step]
+            m = rl_step(cfg, step, batch, policies, learners, sandbox)
+            m["generate_s"] = m["rollout_s"] - m["judge_s"]
+            m["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            m["load_avg"] = os.getloadavg()[0]
+            rows.append(m)
+            print(json.dumps({k: round(v, 4) for k, v in m.items()}), flush=True)
+    return rows
+
+
+def train_run(stage: str, name: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """One training run of `stage` (sweep: held out on validation; run: on test), resumed when it exists."""
+    from coral.corecode.recipe import train_corecode
+
+    if stage == "sweep":
+        overrides = merged(overrides, {"held_out_split": "validation"})
+    elif overrides.get("held_out_split", "test") != "test":
+        raise SystemExit("stage run reports the test split; choose settings with stage sweep")
+    cfg = config(merged(overrides, {"out_dir": str(OUT / stage / name)}))
+    print(f"{stage} {name}: {cfg.out_dir}, held out {cfg.held_out_split}", flush=True)
+    return train_corecode(cfg)
+
+
+def report(root: Path) -> None:
+    """One row per finished run under `root` (sweep and run): held-out pass@1 before and after with the paired
+    change, and the training curves' first and last ten steps."""
+    print("| stage | run | held out | tasks | pass@1 start | pass@1 after RL | change (paired SE) | steps | "
+          "R(coder) first/last 10 | KL coder last 10 | entropy coder first/last 10 | step s (median) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for summary_path in sorted(root.glob("*/*/summary.json")):
+        run = summary_path.parent
+        s = json.loads(summary_path.read_text())
+        held = json.loads((run / "config.json").read_text()).get("held_out_split", "test")
+        ch = s["change"]["greedy"]
+        steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        first, last = steps[:10], steps[-10:]
+
+        def mean(rows: list[dict], key: str) -> str:
+            vals = [r[key] for r in rows if key in r]
+            return f"{sum(vals) / len(vals):.3f}" if vals else "-"
+
+        times = sorted(r["step_s"] for r in steps)
+        print(f"| {run.parent.name} | {run.name} | {held} | {s['evaluations'][0]['tasks']} | {s['pass@1_sft']:.3f} | "
+              f"{s['pass@1_rl']:.3f} | {ch['mean']:+.3f} ({ch['se']:.3f}) | {len(steps)} | "
+              f"{mean(first, 'coder/reward')} / {mean(last, 'coder/reward')} | {mean(last, 'coder/kl_ref')} | "
+              f"{mean(first, 'coder/entropy')} / {mean(last, 'coder/entropy')} | {times[len(times) // 2]:.0f} |")
+    print(f"\nload average {os.getloadavg()[0]:.1f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("stage", choices=("steptime", "sweep", "run", "report"))
+    ap.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="config overrides")
+    ap.add_argument("--name", default=None, help="run name (sweep: required; run: seed<seed>)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=2, help="steptime: RL steps timed")
+    args = ap.parse_args(argv)
+    overrides = merged(parse_sets(args.set), {"seed": args.seed})
+    if args.stage == "steptime":
+        steptime(config(overrides), args.steps)
+    elif args.stage == "report":
+        report(OUT)
+    else:
+        if args.stage == "sweep" and not args.name:
+            raise SystemExit("sweep needs --name")
+        train_run(args.stage, args.name or f"seed{args.seed}", overrides)
+
+
+if __name__ == "__main__":
+    main()
