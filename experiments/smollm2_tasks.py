@@ -22,25 +22,32 @@ import os
 from pathlib import Path
 from typing import Any
 
-STYLES = ("short", "docstring", "doc-noex", "instruction")
+STYLES = ("short", "docstring", "doc-noex", "instruction", "steps", "steps-shot", "plain", "plain-shot")
 
 
-def cell_tasks(style: str, depth: int, n: int, split: str = "validation", seed: int = 0) -> list[Any]:
-    if split == "test":
-        raise ValueError("experiments.smollm2_tasks chooses the task set: it never reads the test split")
-    """The first `n` tasks of `split` at exactly `depth`, in `style`."""
+def depth_range(depth: str) -> tuple[int, int]:
+    """"2" -> (2, 2), "1-2" -> (1, 2)."""
+    low, _, high = depth.partition("-")
+    return int(low), int(high or low)
+
+
+def cell_tasks(style: str, depth: str, n: int, split: str = "validation", seed: int = 0) -> list[Any]:
+    """The first `n` tasks of `split` at `depth` (one depth, "2", or a range, "1-2"), in `style`."""
     from coral.benchmarks.procedural import make_tasks
     from coral.benchmarks.procedural_nl import nl_tasks
 
-    tasks = make_tasks(n, split, min_depth=depth, max_depth=depth, seed=seed)
+    if split == "test":
+        raise ValueError("experiments.smollm2_tasks chooses the task set: it never reads the test split")
+    low, high = depth_range(depth)
+    tasks = make_tasks(n, split, min_depth=low, max_depth=high, seed=seed)
     return tasks if style == "short" else nl_tasks(tasks, style)
 
 
-def cell_dir(out: Path, split: str, workflow: str, style: str, depth: int) -> Path:
+def cell_dir(out: Path, split: str, workflow: str, style: str, depth: str) -> Path:
     return out / ("" if split == "validation" else split) / workflow / style / f"depth{depth}"
 
 
-def run_cell(out: Path, split: str, workflow: str, style: str, depth: int, n: int, max_new_tokens: int,
+def run_cell(out: Path, split: str, workflow: str, style: str, depth: str, n: int, max_new_tokens: int,
              policy: Any) -> dict:
     """Greedy evaluation of one cell (read back when its summary exists); its summary row."""
     from coral.agents import PROMPT_STYLES, make_agent
@@ -70,7 +77,7 @@ def task_kinds(task: Any) -> list[str]:
     return [f"{p.family}:{p.kind}" for p in comp if not p.trivial]
 
 
-def read_cell(where: Path, split: str, style: str, depth: int, n: int) -> dict:
+def read_cell(where: Path, split: str, style: str, depth: str, n: int) -> dict:
     """A cell's pass@1, by family and by primitive kind, mean completion tokens and renamed functions (no `def f(`)."""
     records = [json.loads(line) for line in open(where / "samples.jsonl")]
     tasks = {t.id: t for t in cell_tasks("short", depth, n, split)}
@@ -101,7 +108,7 @@ def report(rows: list[dict], workflow: str, split: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--styles", nargs="+", default=list(STYLES), choices=STYLES)
-    ap.add_argument("--depths", nargs="+", type=int, default=[1, 2, 3, 4])
+    ap.add_argument("--depths", nargs="+", default=["1", "2", "3", "4"], help='one depth ("2") or a range ("1-2") each')
     ap.add_argument("--workflow", default="single", choices=("single", "chain"))
     # never the test split: this study chooses the task set
     ap.add_argument("--split", default="validation", choices=("validation", "train"))

@@ -15,6 +15,12 @@ function (the tests call `f`). The styles here rewrite only `Task.prompt`:
                          \"\"\"
     "doc-noex"   the same docstring without the example
     "instruction" one sentence that names the function and its signature, the description, the example
+    "steps"      the function and its signature, then the composition as numbered steps in plainer words
+                 (PLAIN: "cap each at 5" becomes "replace each number greater than 5 with 5"), then every
+                 public test as an example (`f([8, 7]) == [5, 5]`)
+    "steps-shot" "steps" after one solved problem of the train split (SHOT), the same for every task
+    "plain"      "instruction" with the description in PLAIN's words
+    "plain-shot" "plain" after one solved problem of the train split stated the same way (PLAIN_SHOT)
 
 Which style (and which depths) a study uses is chosen on the validation split (experiments/smollm2_tasks.py).
 The example is a public test, which an agent may see anyway; private tests stay hidden. This module does
@@ -29,7 +35,37 @@ from dataclasses import replace
 
 from coral.trajectory import Task, TestCase
 
-NL_STYLES = ("docstring", "doc-noex", "instruction")
+NL_STYLES = ("docstring", "doc-noex", "instruction", "steps", "steps-shot", "plain", "plain-shot")
+
+# plainer words for the primitives whose phrase a small model misreads (keyed by kind; {k} is the parameter).
+# Measured: SmolLM2 reads "cap each at 5" as "add 5" and "keep the multiples of 3" as "cube"
+PLAIN = {
+    "cap": "replace each number greater than {k} with {k}",
+    "keep_mult": "keep only the numbers divisible by {k}",
+    "keep_gt": "keep only the numbers greater than {k}",
+    "keep_lt": "keep only the numbers less than {k}",
+    "drop_eq": "remove every number equal to {k}",
+    "mod": "replace each number by its remainder after division by {k}",
+    "floordiv": "replace each number by its integer division by {k} (rounding down)",
+    "take": "keep only the first {k} numbers",
+    "prefix_sums": "replace each number by the running total up to and including it",
+    "take_s": "keep only the first {k} characters",
+    "last_s": "keep only the last {k} characters",
+}
+# one solved problem of the train split (list, keep_odd, count), shown before the task in style steps-shot
+SHOT = ("Solved example:\n"
+        "Write a Python function `f(xs: list[int]) -> int` that does the following to xs, in order:\n"
+        "1. Keep only the odd numbers.\n2. Return how many numbers there are.\n"
+        "Examples: f([1, 2, 3]) == 2, f([]) == 0\n"
+        "Solution:\n"
+        "def f(xs: list[int]) -> int:\n    xs = [x for x in xs if x % 2 == 1]\n    return len(xs)\n\n"
+        "Now the problem to solve:\n")
+PLAIN_SHOT = ("Solved example:\n"
+              "Write a Python function `f(xs: list[int]) -> int`. Given a list of integers xs, keep the odd numbers, "
+              "then return how many numbers there are.\nFor example, f([1, 2, 3]) returns 2.\n"
+              "Solution:\n"
+              "def f(xs: list[int]) -> int:\n    xs = [x for x in xs if x % 2 == 1]\n    return len(xs)\n\n"
+              "Now the problem to solve:\n")
 
 
 def first_example(task: Task) -> tuple[str, str] | None:
@@ -61,9 +97,13 @@ def nl_prompt(task: Task, style: str = "docstring") -> str:
     if "description" not in task.metadata or "signature" not in task.metadata:
         raise ValueError(f"task {task.id!r} is not procedural (no metadata 'description' and 'signature')")
     desc, sig, name = task.metadata["description"], task.metadata["signature"], task.entry_point
+    if style in ("steps", "steps-shot"):
+        return (SHOT if style == "steps-shot" else "") + steps_prompt(task)
+    if style in ("plain", "plain-shot"):
+        desc = plain_description(task)
     example = first_example(task) if style != "doc-noex" else None
-    if style == "instruction":
-        text = f"Write a Python function `{sig.removeprefix('def ').removesuffix(':')}`. {desc}"
+    if style in ("instruction", "plain", "plain-shot"):
+        text = (PLAIN_SHOT if style == "plain-shot" else "") + f"Write a Python function `{sig.removeprefix('def ').removesuffix(':')}`. {desc}"
         if example:
             text += f"\nFor example, {name}({example[0]}) returns {example[1]}."
         return text + "\n"
@@ -72,6 +112,45 @@ def nl_prompt(task: Task, style: str = "docstring") -> str:
         doc += ["", f">>> {name}({example[0]})", example[1]]
     body = "\n".join(f"    {line}" if line else "" for line in doc)
     return f'{sig}\n    """{body.lstrip()}\n    """\n'
+
+
+def plain_phrase(family: str, name: str) -> str:
+    """The phrase of primitive `name` in plainer words (PLAIN), or its own phrase."""
+    from coral.benchmarks.primitives import PRIMITIVES
+
+    prim = PRIMITIVES[(family, name)]
+    if prim.kind not in PLAIN:
+        return prim.phrase
+    return PLAIN[prim.kind].format(k=name.removeprefix(prim.kind + "_"))
+
+
+def plain_description(task: Task) -> str:
+    """The task's description (procedural.describe) with every phrase in PLAIN's words where it has them."""
+    family, names = task.metadata["family"], task.metadata["composition"]
+    head = "Given a list of integers xs" if family == "list" else "Given a string s"
+    return head + ", " + ", then ".join(plain_phrase(family, n) for n in names) + "."
+
+
+def steps_prompt(task: Task) -> str:
+    """Style "steps": the signature, the composition as numbered steps, every public test as an example."""
+    family, names = task.metadata["family"], task.metadata["composition"]
+    sig = task.metadata["signature"].removeprefix("def ").removesuffix(":")
+    var = sig[sig.index("(") + 1:sig.index(":")]
+    steps = [plain_phrase(family, n) for n in names if not _bare_return(family, n)]
+    if len(steps) < len(names):  # the bare return is spelt out as its own last step
+        steps.append("return the result")
+    lines = [f"Write a Python function `{sig}` that does the following to {var}, in order:"]
+    lines += [f"{i}. {step[0].upper()}{step[1:]}." for i, step in enumerate(steps, start=1)]
+    examples = [f"{task.entry_point}({arg}) == {value}" for arg, value in filter(None, map(_example, task.public_tests))]
+    if examples:
+        lines.append("Examples: " + ", ".join(examples))
+    return "\n".join(lines) + "\n"
+
+
+def _bare_return(family: str, name: str) -> bool:
+    from coral.benchmarks.primitives import PRIMITIVES
+
+    return PRIMITIVES[(family, name)].trivial
 
 
 def nl_tasks(tasks: Sequence[Task], style: str = "docstring") -> list[Task]:

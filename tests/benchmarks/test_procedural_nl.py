@@ -55,3 +55,50 @@ def test_restating_tasks_keeps_ids_tests_and_reference():
 def test_an_unknown_style_is_refused():
     with pytest.raises(ValueError, match="procedural-nl style"):
         nl_prompt(_task(), "poem")
+
+
+def test_steps_style_numbers_the_steps_in_plain_words_and_lists_every_public_example():
+    task = build_task(parse_composition("list", ["cap_5", "ret_list"]))
+    from dataclasses import replace
+
+    task = replace(task, public_tests=(TestCase("assert", "assert candidate([8, 7]) == [5, 5]"),
+                                       TestCase("assert", "assert candidate([]) == []")))
+    assert nl_prompt(task, "steps") == (
+        "Write a Python function `f(xs: list[int]) -> list[int]` that does the following to xs, in order:\n"
+        "1. Replace each number greater than 5 with 5.\n"
+        "2. Return the result.\n"
+        "Examples: f([8, 7]) == [5, 5], f([]) == []\n")
+
+
+def test_steps_keeps_the_phrase_of_a_primitive_without_plainer_words_and_states_a_terminal_as_a_step():
+    task = _task(("assert candidate([2, 4, 5]) == 6",))
+    assert nl_prompt(task, "steps").splitlines()[1:3] == ["1. Keep the even numbers.", "2. Return the sum."]
+
+
+def test_steps_shot_is_the_same_prompt_after_one_solved_train_problem():
+    from coral.benchmarks.procedural import split_of
+    from coral.benchmarks.procedural_nl import SHOT
+
+    task = _task(("assert candidate([2, 4, 5]) == 6",))
+    assert nl_prompt(task, "steps-shot") == SHOT + nl_prompt(task, "steps")
+    assert split_of(parse_composition("list", ["keep_odd", "count"])) == "train"
+
+
+def test_plain_style_is_the_instruction_with_plainer_words_for_the_misread_phrases():
+    task = build_task(parse_composition("list", ["keep_mult_3", "cap_5", "sum"]))
+    from dataclasses import replace
+
+    task = replace(task, public_tests=(TestCase("assert", "assert candidate([9, 3, 1]) == 8"),))
+    assert nl_prompt(task, "plain") == (
+        "Write a Python function `f(xs: list[int]) -> int`. Given a list of integers xs, keep only the numbers "
+        "divisible by 3, then replace each number greater than 5 with 5, then return the sum.\n"
+        "For example, f([9, 3, 1]) returns 8.\n")
+
+
+def test_plain_shot_is_the_plain_prompt_after_one_solved_train_problem():
+    from coral.benchmarks.procedural import split_of
+    from coral.benchmarks.procedural_nl import PLAIN_SHOT
+
+    task = _task(("assert candidate([2, 4, 5]) == 6",))
+    assert nl_prompt(task, "plain-shot") == PLAIN_SHOT + nl_prompt(task, "plain")
+    assert split_of(parse_composition("list", ["keep_odd", "count"])) == "train"
