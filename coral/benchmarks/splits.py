@@ -10,7 +10,7 @@ does NOT train or evaluate anything.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from coral.benchmarks.procedural import make_tasks, parse_composition, skeleton_unit
 from coral.trajectory import Task
@@ -71,7 +71,11 @@ def rl_tasks(spec: ProceduralSplits, train: list[Task]) -> list[Task]:
         return tasks
     if spec.rl_max_depth is None:
         return train
-    return build_tasks(replace(spec, max_depth=spec.rl_max_depth, rl_max_depth=None, seed=spec.seed + 17))[0]
+    from coral.benchmarks.procedural import make_tasks
+
+    # the train split alone: the held-out split may have fewer tasks than n_test_tasks up to rl_max_depth
+    return make_tasks(spec.n_train_tasks, "train", min_depth=spec.min_depth, max_depth=spec.rl_max_depth,
+                      seed=spec.seed + 17)
 
 
 def fresh_tasks(spec: ProceduralSplits, train: Sequence[Task], rl_pool: Sequence[Task]) -> list[Task]:

@@ -77,3 +77,13 @@ def test_a_run_without_cold_start_skips_sft_evaluates_the_model_as_loaded_and_ti
     for m in steps:
         assert 0 <= m["judge_s"] <= m["rollout_s"] <= m["step_s"]
         assert m["update_s"] <= m["step_s"] - m["rollout_s"] + 1e-6
+
+
+def test_an_rl_pool_of_the_simplest_tasks_needs_no_held_out_tasks_at_that_depth():
+    # the test split of one seed slot has 3 compositions of depth 1: RL on depth 1 must not ask it for 40
+    from coral.benchmarks.splits import rl_tasks
+
+    cfg = CoReCodeConfig(**{**SMALL, "n_test_tasks": 40, "max_depth": 2, "rl_max_depth": 1})
+    pool = rl_tasks(cfg.splits, build_tasks(cfg.splits)[0])
+    assert len(pool) == cfg.n_train_tasks and {t.metadata["difficulty"] for t in pool} == {1}
+    assert {t.metadata["split"] for t in pool} == {"train"}
