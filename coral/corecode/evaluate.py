@@ -88,7 +88,8 @@ def evaluate_sets(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], sets: Sequ
         name = s.dir_name(when)
         out[name] = evaluate_pass1(cfg, policies, s.tasks, sandbox, name, samples=s.samples_per_task, bench=s.bench,
                                    progress=progress)
-        say(f"pass@1 after {'SFT' if when == 'sft' else 'SFT + RL'}, held out, {s.what}, "
+        before, after = ("SFT", "SFT + RL") if cfg.cold_start == "sft" else ("nothing (the model as loaded)", "RL")
+        say(f"pass@1 after {before if when == 'sft' else after}, held out, {s.what}, "
             f"{s.how(cfg.rl.temperature)}: {out[name]['pass@1']:.3f}")
     return out
 

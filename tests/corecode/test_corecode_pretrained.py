@@ -64,12 +64,15 @@ def test_tasks_are_stated_in_the_task_style_and_left_alone_in_the_short_one():
     assert all(t.prompt.startswith("def f(") and '"""' in t.prompt for t in stated)
 
 
-def test_a_run_without_cold_start_skips_sft_evaluates_the_model_as_loaded_and_times_each_step(tmp_path):
+def test_a_run_without_cold_start_skips_sft_evaluates_the_model_as_loaded_and_times_each_step(tmp_path, capsys):
     from coral.corecode.recipe import train_corecode
 
     out = tmp_path / "run"
     summary = train_corecode(CoReCodeConfig(**{**SMALL, "cold_start": "none", "task_style": "docstring",
-                                               "out_dir": str(out)}), progress=False)
+                                               "out_dir": str(out)}), progress=True)
+    said = capsys.readouterr().out
+    assert "pass@1 after nothing (the model as loaded), held out" in said and "pass@1 after RL, held out" in said
+    assert "after SFT" not in said
     assert summary["cold_start"] == "none" and summary["sft_loss"] == {} and summary["sft_s"] == 0.0
     assert not (out / "sft_loss.jsonl").exists() and (out / "eval_sft" / "samples.jsonl").is_file()
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
