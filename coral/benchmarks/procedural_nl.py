@@ -33,6 +33,7 @@ import ast
 from collections.abc import Sequence
 from dataclasses import replace
 
+from coral.benchmarks.primitives import PRIMITIVES
 from coral.trajectory import Task, TestCase
 
 NL_STYLES = ("docstring", "doc-noex", "instruction", "steps", "steps-shot", "plain", "plain-shot")
@@ -74,7 +75,8 @@ def first_example(task: Task) -> tuple[str, str] | None:
     when the task has no such test."""
     found = [ex for ex in map(_example, task.public_tests) if ex]
     telling = [ex for ex in found if ex[1] not in ("''", "[]", "0", "False")]
-    return (telling or found or [None])[0]
+    examples = telling or found
+    return examples[0] if examples else None
 
 
 def _example(case: TestCase) -> tuple[str, str] | None:
@@ -116,8 +118,6 @@ def nl_prompt(task: Task, style: str = "docstring") -> str:
 
 def plain_phrase(family: str, name: str) -> str:
     """The phrase of primitive `name` in plainer words (PLAIN), or its own phrase."""
-    from coral.benchmarks.primitives import PRIMITIVES
-
     prim = PRIMITIVES[(family, name)]
     if prim.kind not in PLAIN:
         return prim.phrase
@@ -148,8 +148,6 @@ def steps_prompt(task: Task) -> str:
 
 
 def _bare_return(family: str, name: str) -> bool:
-    from coral.benchmarks.primitives import PRIMITIVES
-
     return PRIMITIVES[(family, name)].trivial
 
 

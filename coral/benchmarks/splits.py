@@ -71,8 +71,6 @@ def rl_tasks(spec: ProceduralSplits, train: list[Task]) -> list[Task]:
         return tasks
     if spec.rl_max_depth is None:
         return train
-    from coral.benchmarks.procedural import make_tasks
-
     # the train split alone: the held-out split may have fewer tasks than n_test_tasks up to rl_max_depth
     return make_tasks(spec.n_train_tasks, "train", min_depth=spec.min_depth, max_depth=spec.rl_max_depth,
                       seed=spec.seed + 17)

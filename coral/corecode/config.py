@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from coral.agents import PROMPT_STYLES
+from coral.benchmarks.procedural_nl import NL_STYLES
 from coral.benchmarks.splits import ProceduralSplits
 from coral.policy.base import check_dtype
 from coral.train.grpo import GRPOConfig, check_recipe_owned
@@ -193,9 +195,6 @@ def _check_roles(cfg: CoReCodeConfig) -> None:
 
 
 def _check_styles(cfg: CoReCodeConfig) -> None:
-    from coral.agents import PROMPT_STYLES
-    from coral.benchmarks.procedural_nl import NL_STYLES
-
     if cfg.task_style not in ("short", *NL_STYLES):
         raise ValueError(f"field 'task_style' must be one of {['short', *NL_STYLES]}, got {cfg.task_style!r}")
     if cfg.prompt_style not in ("auto", "short", "chat"):

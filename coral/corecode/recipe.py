@@ -184,7 +184,7 @@ def _sft_and_evaluate(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], train:
     return _evaluate_start(cfg, policies, sets, sandbox, progress, state)
 
 
-def _evaluate_start(cfg: CoReCodeConfig, policies: dict[str, Any], sets: list[EvalSet], sandbox: SandboxProtocol,
+def _evaluate_start(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], sets: list[EvalSet], sandbox: SandboxProtocol,
                     progress: bool, state: dict[str, Any]) -> dict[str, Any]:
     """Every evaluation set before RL (after SFT, or of the model as loaded), logged at step 0, into `state`."""
     say = functools.partial(_say, progress)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from coral.agents import PROMPT_STYLES, make_agent
+from coral.benchmarks.procedural_nl import nl_tasks
 from coral.benchmarks.splits import sft_tasks
 from coral.corecode.config import CoReCodeConfig
 from coral.corecode.data import cold_start_examples, retriever_template
@@ -89,8 +90,6 @@ def stated_tasks(cfg: CoReCodeConfig, tasks: Sequence[Task]) -> list[Task]:
     """`tasks` stated in cfg.task_style: as generated (short), or rewritten by coral/benchmarks/procedural_nl.py."""
     if cfg.task_style == "short":
         return list(tasks)
-    from coral.benchmarks.procedural_nl import nl_tasks
-
     return nl_tasks(tasks, cfg.task_style)
 
 
