@@ -1,0 +1,250 @@
+"""Measure a testbed setting on the validation split: does the cold start give the algorithms what they
+exploit? (the targets of docs/results/efficacy.md, "The testbed"):
+
+    PYTHONPATH=. python -m experiments.testbed --set '{"name": "idioms x2", "mars2": {"solutions_per_task": 2}}'
+
+A setting is a MARS2 cold start (`mars2`: MARS2Config fields) and optionally a CoRe-Code one (`corecode`:
+CoReCodeConfig fields; planner and coder SFT'd at the recipe's cold start). Both are cached under
+`cold_cache` by a hash of the fields that make them (a MARS2 cold start in two levels: the first SFT, then the
+second on the agents' own refine examples, so settings that differ only in the second share the first).
+On `n_val_tasks` validation tasks at the RL temperature it measures, per MARS2 agent, `samples` fresh answers
+per task (entropy, flat best-of-N groups, pass@1, pass@k) and one refinement of each (refine of a failing
+code against fresh samples of the same task, keep rate of a passing code), the agents' gap and failure
+correlation, AB-MCTS-A trees of all agents (flat trees, Pass@1 / Pass@N), and CoRe-Code's rollout (flat coder
+and planner groups, pass@1 / pass@8). Each run appends one row (setting, figures, command, commit, date, load
+average) to `out`/rows.jsonl and rewrites the table of every row in `results_md` (section "testbed").
+
+This module does NOT choose a setting (a person reads the table against the targets) and never touches the
+test split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from experiments.efficacy_protocol import markdown_table, provenance, write_section
+from experiments.testbed_measures import (
+    agent_figures,
+    corecode_chain,
+    diversity,
+    fresh_samples,
+    mars2_trees,
+    repair,
+    rounded,
+)
+
+# the MARS2Config fields of each level of its cold start (the second level: refine_from "own" only)
+FIRST_FIELDS = ("seed", "n_train_tasks", "min_depth", "max_depth", "agents", "agent_shapes", "sft", "solutions_per_task",
+                "refine_from", "refine_examples")
+SECOND_FIELDS = FIRST_FIELDS + ("refine_samples_per_task", "refine_keep_fraction", "refine_sft", "rl", "max_new_tokens")
+
+
+@dataclass(frozen=True)
+class TestbedConfig:
+    name: str = "default"  # the setting's name in the table
+    seed: int = 0  # cold-start seed and validation draw
+    mars2: dict[str, Any] = field(default_factory=dict)  # MARS2Config fields of the cold start
+    corecode: dict[str, Any] | None = None  # CoReCodeConfig fields of a CoRe-Code cold start (None: not measured)
+    # a finished MARS2 cold start folder (agent0, agent1, ...) to measure instead of the one `mars2` makes
+    cold_dir: str | None = None
+    n_val_tasks: int = 60  # validation tasks
+    min_depth: int = 1  # validation tasks' depth range
+    max_depth: int = 2
+    samples: int = 8  # fresh answers per task and agent (pass@k for k up to this)
+    tree_nodes: int = 8  # AB-MCTS-A nodes per tree (MARS2's RL and evaluation budget)
+    plans: int = 4  # CoRe-Code's rollout: plans per task
+    codes: int = 2  # and codes per plan
+    out: str = "runs/testbed"
+    cold_cache: str = "runs/testbed/cold"
+    results_md: str = "docs/results/efficacy.md"
+
+    def __post_init__(self) -> None:
+        for name in ("n_val_tasks", "samples", "tree_nodes", "plans", "codes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
+        if self.samples < 2:
+            raise ValueError(f"field 'samples' must be >= 2 (a group of one has no spread), got {self.samples}")
+
+
+def _key(fields: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _fields(cfg: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    return {k: (asdict(v) if hasattr(v, "__dataclass_fields__") else v) for k, v in ((k, getattr(cfg, k)) for k in names)}
+
+
+def _load_agents(where: Path, n: int) -> list[Any]:
+    from coral.policy.hf import HFPolicy
+
+    return [HFPolicy.load(where / f"agent{i}") for i in range(n)]
+
+
+def _save_agents(where: Path, policies: list[Any], key: dict[str, Any]) -> None:
+    for i, policy in enumerate(policies):
+        policy.save(where / f"agent{i}")
+    (where / "key.json").write_text(json.dumps(key, indent=2, default=str))
+    (where / "done").touch()
+
+
+def mars2_cold_start(mcfg: Any, train: list[Any], sandbox: Any, cache: Path) -> tuple[str, list[Any]]:
+    """(cache name, agents) of `mcfg`'s cold start, trained once per key (each level resumes after a kill)."""
+    from coral.mars2.cold_start import (
+        build_agents,
+        first_stage_examples,
+        refine_sft_examples,
+        refine_stage,
+        sft_agents,
+        tokenizer_examples,
+    )
+
+    first = _fields(mcfg, FIRST_FIELDS)
+    where = cache / f"mars2-{_key(first)}"
+    if (where / "done").exists():
+        policies = _load_agents(where, mcfg.agents)
+    else:
+        mutant_refine = refine_sft_examples(train, sandbox, mcfg.refine_examples, mcfg.seed)
+        policies = build_agents(mcfg, tokenizer_examples(mcfg, train, mutant_refine))
+        sft_agents(mcfg, policies, first_stage_examples(mcfg, train, mutant_refine), checkpoint_dir=where / "sft_ckpt")
+        _save_agents(where, policies, first)
+        shutil.rmtree(where / "sft_ckpt", ignore_errors=True)
+    if mcfg.refine_from != "own":
+        return where.name, policies
+    second = _fields(mcfg, SECOND_FIELDS)
+    where = cache / f"mars2own-{_key(second)}"
+    if (where / "done").exists():
+        return where.name, _load_agents(where, mcfg.agents)
+    refine_stage(mcfg, policies, train, sandbox, checkpoint_dir=where / "ckpt")
+    _save_agents(where, policies, second)
+    shutil.rmtree(where / "ckpt", ignore_errors=True)
+    return where.name, policies
+
+
+def corecode_cold_start(ccfg: Any, train: list[Any], sandbox: Any, cache: Path) -> tuple[str, dict[str, Any]]:
+    """(cache name, planner and coder) after CoRe-Code's cold start (SFT of each role), trained once per config."""
+    from coral.corecode.setup import build_policies, sft_corecode
+    from coral.policy.hf import HFPolicy
+
+    fields = {k: v for k, v in json.loads(json.dumps(asdict(ccfg), default=str)).items()
+              if k not in ("out_dir", "rl_steps", "resume", "sandbox_workers", "sft_processes", "n_test_tasks",
+                           "n_fresh_tasks", "eval_batch_samples", "eval_samples_per_task", "checkpoint_every_steps")}
+    where = cache / f"corecode-{_key(fields)}"
+    if (where / "done").exists():
+        return where.name, {role: HFPolicy.load(where / role) for role in ccfg.chain_roles}
+    policies = build_policies(ccfg, train, sandbox)
+    sft_corecode(replace(ccfg, out_dir=str(where)), policies, train, progress=True, sandbox=sandbox)
+    for role, policy in policies.items():
+        policy.save(where / role)
+    (where / "key.json").write_text(json.dumps(fields, indent=2))
+    (where / "done").touch()
+    shutil.rmtree(where / "sft_ckpt", ignore_errors=True)
+    return where.name, policies
+
+
+def measure(cfg: TestbedConfig) -> dict[str, Any]:
+    """Every figure of the module docstring for one setting; the row saved and the table rewritten."""
+    from coral.benchmarks.procedural import make_tasks
+    from coral.benchmarks.splits import build_tasks
+    from coral.config import from_mapping
+    from coral.mars2.recipe import MARS2Config, make_tree_agents
+    from coral.sandbox import Sandbox
+
+    t0 = time.perf_counter()
+    mcfg = from_mapping(MARS2Config, {**cfg.mars2, "seed": cfg.seed}, "--set mars2")
+    val = make_tasks(cfg.n_val_tasks, "validation", min_depth=cfg.min_depth, max_depth=cfg.max_depth, seed=cfg.seed)
+    figures: dict[str, Any] = {}
+    with Sandbox(workers=2) as sandbox:
+        if cfg.cold_dir:
+            name, policies = cfg.cold_dir, _load_agents(Path(cfg.cold_dir), mcfg.agents)
+        else:
+            name, policies = mars2_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache))
+        print(f"cold start {name} ready ({time.perf_counter() - t0:.0f}s)", flush=True)
+        agents = make_tree_agents(mcfg, policies)
+        per_task = []
+        for i, agent in enumerate(agents):
+            trees = fresh_samples(agent, val, sandbox, cfg.samples, cfg.seed)
+            div = diversity(trees)
+            per_task.append(div.pop("per_task"))
+            figures.update({f"agent{i}_{k}": v for k, v in div.items()})
+            figures.update({f"agent{i}_{k}": v for k, v in repair(agent, val, trees, sandbox).items()})
+            print(f"agent{i}: {rounded(div)}", flush=True)
+        figures.update(agent_figures(per_task))
+        figures.update(mars2_trees(agents, val, sandbox, cfg.tree_nodes, cfg.seed))
+        if cfg.corecode is not None:
+            figures.update(_corecode(cfg, val, sandbox))
+    row = {"name": cfg.name, "setting": asdict(cfg), "cold_start": name, "figures": rounded(figures),
+           **provenance(), "wall_s": round(time.perf_counter() - t0)}
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "rows.jsonl").open("a") as f:
+        f.write(json.dumps(row) + "\n")
+    write_section(Path(cfg.results_md), "testbed", table([json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()]))
+    return row
+
+
+def _corecode(cfg: TestbedConfig, val: list[Any], sandbox: Any) -> dict[str, float]:
+    from coral.benchmarks.splits import build_tasks
+    from coral.config import from_mapping
+    from coral.corecode.config import CoReCodeConfig
+    from coral.corecode.setup import make_agents
+    from coral.seeding import EVAL_STEP
+
+    ccfg = from_mapping(CoReCodeConfig, {**cfg.corecode, "seed": cfg.seed}, "--set corecode")
+    name, policies = corecode_cold_start(ccfg, build_tasks(ccfg.splits)[0], sandbox, Path(cfg.cold_cache))
+    agents = make_agents(ccfg, policies)
+    return {**corecode_chain(agents["planner"], agents["coder"], val, sandbox, cfg.plans, cfg.codes, EVAL_STEP),
+            "corecode_cold_start": name}
+
+
+COLUMNS = (  # (header, figure keys joined by " / ")
+    ("entropy a0 / a1", ("agent0_entropy", "agent1_entropy")),
+    ("flat best-of-8 groups a0 / a1", ("agent0_flat_groups", "agent1_flat_groups")),
+    ("flat MARS2 trees", ("tree_flat",)),
+    ("pass@1 a0 / a1", ("agent0_pass@1", "agent1_pass@1")),
+    ("pass@8 a0 / a1", ("agent0_pass@8", "agent1_pass@8")),
+    ("refine failing a0 / a1", ("agent0_refine_fail", "agent1_refine_fail")),
+    ("fresh, same tasks a0 / a1", ("agent0_fresh_same_tasks", "agent1_fresh_same_tasks")),
+    ("keep passing a0 / a1", ("agent0_keep", "agent1_keep")),
+    ("agent gap (relative)", ("agent_gap",)),
+    ("failure correlation", ("failure_correlation",)),
+    ("AB-MCTS-A Pass@1 / Pass@N", ("tree_pass@1", "tree_pass@n")),
+    ("CoRe-Code flat coder groups (all-pass / fraction) / planner groups", ("coder_flat", "coder_flat_fraction", "planner_flat")),
+    ("CoRe-Code pass@1 / pass@8", ("chain_pass@1", "chain_pass@8")),
+)
+
+
+def _cell(figures: dict[str, Any], keys: tuple[str, ...]) -> str:
+    if not any(k in figures for k in keys):
+        return "-"
+    return " / ".join(f"{figures[k]:.2f}" if isinstance(figures.get(k), (int, float)) else "-" for k in keys)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """Every measured setting, in the order measured: its figures, then its provenance."""
+    body = [[r["name"], *(_cell(r["figures"], keys) for _, keys in COLUMNS),
+             f"{r['commit']}, {r['date_utc']}, load {r['loadavg'].split()[0] if r['loadavg'] else '?'}"] for r in rows]
+    return markdown_table(["setting", *(h for h, _ in COLUMNS), "commit, date (UTC), load"], body)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from coral.config import UserInputError, from_mapping
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", default="{}", help="JSON of TestbedConfig fields")
+    args = ap.parse_args(argv)
+    try:
+        fields = json.loads(args.set)
+    except json.JSONDecodeError as exc:
+        raise UserInputError(f"--set: not JSON ({exc})") from None
+    measure(from_mapping(TestbedConfig, fields, "--set"))
+
+
+if __name__ == "__main__":
+    main()
