@@ -5,8 +5,8 @@ exploit? (the targets of docs/results/efficacy.md, "The testbed"):
 
 A setting is a MARS2 cold start (`mars2`: MARS2Config fields) and optionally a CoRe-Code one (`corecode`:
 CoReCodeConfig fields; planner and coder SFT'd at the recipe's cold start). Both are cached under
-`cold_cache` by a hash of the fields that make them (a MARS2 cold start in two levels: the first SFT, then the
-second on the agents' own refine examples, so settings that differ only in the second share the first).
+`cold_cache` by a hash of the fields that make them (a MARS2 cold start as the studies cache it,
+mars2_compare.cached_cold_start: in two levels, so settings that differ only in the second SFT share the first).
 On `n_val_tasks` validation tasks at the RL temperature it measures, per MARS2 agent, `samples` fresh answers
 per task (entropy, flat best-of-N groups, pass@1, pass@k) and one refinement of each (refine of a failing
 code against fresh samples of the same task, keep rate of a passing code), the agents' gap and failure
@@ -40,11 +40,6 @@ from experiments.testbed_measures import (
     rounded,
 )
 
-# the MARS2Config fields of each level of its cold start (the second level: refine_from "own" only)
-FIRST_FIELDS = ("seed", "n_train_tasks", "min_depth", "max_depth", "agents", "agent_shapes", "sft", "solutions_per_task",
-                "refine_from", "refine_examples")
-SECOND_FIELDS = FIRST_FIELDS + ("refine_samples_per_task", "refine_keep_fraction", "refine_sft", "rl", "max_new_tokens")
-
 
 @dataclass(frozen=True)
 class TestbedConfig:
@@ -77,56 +72,6 @@ def _key(fields: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-def _fields(cfg: Any, names: tuple[str, ...]) -> dict[str, Any]:
-    return {k: (asdict(v) if hasattr(v, "__dataclass_fields__") else v) for k, v in ((k, getattr(cfg, k)) for k in names)}
-
-
-def _load_agents(where: Path, n: int) -> list[Any]:
-    from coral.policy.hf import HFPolicy
-
-    return [HFPolicy.load(where / f"agent{i}") for i in range(n)]
-
-
-def _save_agents(where: Path, policies: list[Any], key: dict[str, Any]) -> None:
-    for i, policy in enumerate(policies):
-        policy.save(where / f"agent{i}")
-    (where / "key.json").write_text(json.dumps(key, indent=2, default=str))
-    (where / "done").touch()
-
-
-def mars2_cold_start(mcfg: Any, train: list[Any], sandbox: Any, cache: Path) -> tuple[str, list[Any]]:
-    """(cache name, agents) of `mcfg`'s cold start, trained once per key (each level resumes after a kill)."""
-    from coral.mars2.cold_start import (
-        build_agents,
-        first_stage_examples,
-        refine_sft_examples,
-        refine_stage,
-        sft_agents,
-        tokenizer_examples,
-    )
-
-    first = _fields(mcfg, FIRST_FIELDS)
-    where = cache / f"mars2-{_key(first)}"
-    if (where / "done").exists():
-        policies = _load_agents(where, mcfg.agents)
-    else:
-        mutant_refine = refine_sft_examples(train, sandbox, mcfg.refine_examples, mcfg.seed)
-        policies = build_agents(mcfg, tokenizer_examples(mcfg, train, mutant_refine))
-        sft_agents(mcfg, policies, first_stage_examples(mcfg, train, mutant_refine), checkpoint_dir=where / "sft_ckpt")
-        _save_agents(where, policies, first)
-        shutil.rmtree(where / "sft_ckpt", ignore_errors=True)
-    if mcfg.refine_from != "own":
-        return where.name, policies
-    second = _fields(mcfg, SECOND_FIELDS)
-    where = cache / f"mars2own-{_key(second)}"
-    if (where / "done").exists():
-        return where.name, _load_agents(where, mcfg.agents)
-    refine_stage(mcfg, policies, train, sandbox, checkpoint_dir=where / "ckpt")
-    _save_agents(where, policies, second)
-    shutil.rmtree(where / "ckpt", ignore_errors=True)
-    return where.name, policies
-
-
 def corecode_cold_start(ccfg: Any, train: list[Any], sandbox: Any, cache: Path) -> tuple[str, dict[str, Any]]:
     """(cache name, planner and coder) after CoRe-Code's cold start (SFT of each role), trained once per config."""
     from coral.corecode.setup import build_policies, sft_corecode
@@ -154,7 +99,9 @@ def measure(cfg: TestbedConfig) -> dict[str, Any]:
     from coral.benchmarks.splits import build_tasks
     from coral.config import from_mapping
     from coral.mars2.recipe import MARS2Config, make_tree_agents
+    from coral.policy.hf import HFPolicy
     from coral.sandbox import Sandbox
+    from experiments.mars2_compare import cached_cold_start, cold_start_name
 
     t0 = time.perf_counter()
     mcfg = from_mapping(MARS2Config, {**cfg.mars2, "seed": cfg.seed}, "--set mars2")
@@ -162,9 +109,11 @@ def measure(cfg: TestbedConfig) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     with Sandbox(workers=2) as sandbox:
         if cfg.cold_dir:
-            name, policies = cfg.cold_dir, _load_agents(Path(cfg.cold_dir), mcfg.agents)
+            name = cfg.cold_dir
+            policies = [HFPolicy.load(Path(cfg.cold_dir) / f"agent{i}") for i in range(mcfg.agents)]
         else:
-            name, policies = mars2_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache))
+            policies = cached_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache), progress=True)
+            name = cold_start_name(mcfg, Path(cfg.cold_cache))
         print(f"cold start {name} ready ({time.perf_counter() - t0:.0f}s)", flush=True)
         agents = make_tree_agents(mcfg, policies)
         per_task = []

@@ -7,7 +7,7 @@ several correct programs and samples among them; k = 1 is the task's canonical r
 Refine examples (problem + a code + its public-test feedback -> a code), `refine_from`:
 - "mutants": a first-order mutant of the gold code that fails a public test -> the gold code;
 - "own": after a first SFT on the solve examples, each agent writes `refine_samples_per_task` codes per
-  training task at the RL temperature; a code failing a public test -> the gold code nearest to it
+  task at the RL temperature (the training tasks, or `refine_tasks` train-split tasks it has not seen); a code failing a public test -> the gold code nearest to it
   (`procedural.nearest_gold`), a code passing every test -> itself (keep: at most `refine_keep_fraction` of
   the examples). A second SFT (`refine_sft`) then trains the agent on its refine and solve examples.
   So refinement is learnt on the mistakes the agent actually makes, and a passing code is kept.
@@ -32,7 +32,7 @@ from typing import Any
 
 from coral.agents import TEMPLATES, make_agent
 from coral.benchmarks.mutants import mutants
-from coral.benchmarks.procedural import gold_solutions, nearest_gold
+from coral.benchmarks.procedural import gold_solutions, make_tasks, nearest_gold
 from coral.mars2.tree import TreeConfig, search
 from coral.policy.base import SamplingParams
 from coral.policy.hf import HFPolicy
@@ -163,21 +163,33 @@ def sft_agents(cfg: Any, policies: Sequence[Any], examples: Sequence[Any] | Sequ
         return train_sft_many(jobs, work, progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
 
 
+def refine_source_tasks(cfg: Any, train: Sequence[Task]) -> list[Task]:
+    """The tasks whose codes "own" refine examples come from: the cold start's training tasks (refine_tasks 0),
+    or `refine_tasks` other train-split tasks that the first SFT never saw (new parameters of known
+    skeletons: their mistakes are those of a task the agent has not learnt by heart, as in a search)."""
+    if cfg.refine_tasks == 0:
+        return list(train)
+    more = make_tasks(len(train) + cfg.refine_tasks, "train", min_depth=cfg.min_depth, max_depth=cfg.max_depth,
+                      seed=cfg.seed)
+    if [t.id for t in more[:len(train)]] != [t.id for t in train]:
+        raise ValueError("refine_tasks: `train` is not the train split's first n_train_tasks tasks of this seed")
+    return more[len(train):]
+
+
 def refine_stage(cfg: Any, policies: Sequence[Any], train: Sequence[Task], sandbox: SandboxProtocol,
                  progress: bool = True, checkpoint_dir: Path | None = None) -> None:
     """refine_from "own": each agent's own refine examples (kept in `checkpoint_dir` once mined), then the
     second SFT on them and the agent's solve examples. Nothing for "mutants"."""
     if cfg.refine_from != "own":
         return
+    mine = refine_source_tasks(cfg, train)
     data = []
     for i, policy in enumerate(policies):
         saved = checkpoint_dir / f"own_refine_agent{i}.json" if checkpoint_dir is not None else None
         if saved is not None and saved.is_file():
-            from coral.train.sft import SFTExample
-
             own = [SFTExample(tuple(e["messages"]), e["completion"]) for e in json.loads(saved.read_text())]
         else:
-            own = own_refine_examples(cfg, policy, train, sandbox, cfg.seed + i)
+            own = own_refine_examples(cfg, policy, mine, sandbox, cfg.seed + i)
             if saved is not None:
                 saved.parent.mkdir(parents=True, exist_ok=True)
                 saved.write_text(json.dumps([{"messages": list(e.messages), "completion": e.completion} for e in own]))

@@ -90,7 +90,10 @@ class MARS2Config:
     # "mutants": a failing mutant of the gold code -> the gold code; "own": after a first SFT, the agent's own codes
     # (failing -> the nearest gold code, passing -> kept), then a second SFT (refine_sft) on them and the solve examples
     refine_from: Literal["mutants", "own"] = "mutants"
-    refine_samples_per_task: int = 1  # "own": codes each agent writes per training task to refine
+    refine_samples_per_task: int = 1  # "own": codes each agent writes per task to refine
+    # "own": the tasks those codes answer: 0, the cold start's training tasks; n, n other train-split tasks
+    # (known skeletons, new parameters) that the first SFT never saw
+    refine_tasks: int = 0
     refine_keep_fraction: float = 0.3  # "own": most of the refine examples that keep a passing code
     refine_sft: SFTConfig = field(default_factory=lambda: SFTConfig(epochs=1.0, lr=1e-3, batch_size=32))  # "own": second SFT
     # (d_model, n_layers) of each agent (None: AGENT_SHAPES, the agents are models of different shapes)
@@ -124,6 +127,8 @@ class MARS2Config:
         for name in ("solutions_per_task", "refine_samples_per_task"):
             if getattr(self, name) < 1:
                 raise ValueError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
+        if self.refine_tasks < 0:
+            raise ValueError(f"field 'refine_tasks' must be >= 0, got {self.refine_tasks}")
         if not 0 <= self.refine_keep_fraction <= 1:
             raise ValueError(f"field 'refine_keep_fraction' must be in [0, 1], got {self.refine_keep_fraction}")
         for name in ("n_train_tasks", "n_test_tasks", "tasks_per_step", "max_nodes_per_tree", "max_new_tokens",

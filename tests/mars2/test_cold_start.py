@@ -76,3 +76,17 @@ def test_bad_cold_start_fields_are_refused_by_name():
         MARS2Config(solutions_per_task=0)
     with pytest.raises(ValueError, match="agents"):
         MARS2Config(agents=3, agent_shapes=((32, 1), (32, 1)))
+
+
+def test_own_refine_codes_come_from_unseen_train_split_tasks_when_refine_tasks_is_set():
+    from coral.benchmarks.splits import build_tasks
+    from coral.mars2.cold_start import refine_source_tasks
+
+    cfg = MARS2Config(n_train_tasks=20, refine_tasks=7)
+    train = build_tasks(cfg.splits)[0]
+    assert refine_source_tasks(MARS2Config(n_train_tasks=20), train) == train
+    other = refine_source_tasks(cfg, train)
+    assert len(other) == 7 and not {t.id for t in other} & {t.id for t in train}
+    assert all(t.metadata["split"] == "train" for t in other)
+    with pytest.raises(ValueError, match="refine_tasks"):
+        refine_source_tasks(cfg, train[1:])
