@@ -25,14 +25,7 @@ from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 
 from coral.benchmarks.splits import build_tasks
-from coral.mars2.cold_start import (
-    build_agents,
-    first_stage_examples,
-    refine_sft_examples,
-    refine_stage,
-    sft_agents,
-    tokenizer_examples,
-)
+from coral.mars2.cold_start import first_stage, refine_stage
 from coral.mars2.recipe import MARS2Config, cold_start, evaluate_search, train_mars2
 from coral.policy.hf import HFPolicy
 from coral.report.error_bars import mean_se
@@ -99,9 +92,7 @@ def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Pa
     if (first / "done").exists():
         policies = _load(first, cfg.agents)
     else:
-        mutant_refine = refine_sft_examples(train, sandbox, cfg.refine_examples, cfg.seed)
-        policies = build_agents(cfg, tokenizer_examples(cfg, train, mutant_refine))
-        sft_agents(cfg, policies, first_stage_examples(cfg, train, mutant_refine), progress, checkpoint_dir=first / "sft_ckpt")
+        policies = first_stage(cfg, train, sandbox, progress, checkpoint_dir=first / "sft_ckpt")
         _keep(first, policies, _cold_start_fields(cfg, "first"))
         shutil.rmtree(first / "sft_ckpt", ignore_errors=True)
     final = cache / cold_start_key(cfg)

@@ -200,12 +200,19 @@ def refine_stage(cfg: Any, policies: Sequence[Any], train: Sequence[Task], sandb
     sft_agents(cfg, policies, data, progress, checkpoint_dir=stage2, sft=cfg.refine_sft)
 
 
-def cold_start(cfg: Any, train: Sequence[Task], sandbox: SandboxProtocol, progress: bool = True,
-               checkpoint_dir: Path | None = None) -> list[Any]:
-    """Fresh tiny agents of `cfg.agent_shapes`, SFT'd on solve (+ mutant refine) examples, then, with
-    refine_from "own", on their own refine examples (resumed from `checkpoint_dir` after a kill)."""
+def first_stage(cfg: Any, train: Sequence[Task], sandbox: SandboxProtocol, progress: bool = True,
+                checkpoint_dir: Path | None = None) -> list[Any]:
+    """Fresh tiny agents of `cfg.shapes`, SFT'd on their first-stage examples (resumed from `checkpoint_dir`)."""
     mutant_refine = refine_sft_examples(train, sandbox, cfg.refine_examples, cfg.seed)
     policies = build_agents(cfg, tokenizer_examples(cfg, train, mutant_refine))
     sft_agents(cfg, policies, first_stage_examples(cfg, train, mutant_refine), progress, checkpoint_dir=checkpoint_dir)
+    return policies
+
+
+def cold_start(cfg: Any, train: Sequence[Task], sandbox: SandboxProtocol, progress: bool = True,
+               checkpoint_dir: Path | None = None) -> list[Any]:
+    """Fresh tiny agents of `cfg.shapes`, SFT'd on solve (+ mutant refine) examples, then, with
+    refine_from "own", on their own refine examples (resumed from `checkpoint_dir` after a kill)."""
+    policies = first_stage(cfg, train, sandbox, progress, checkpoint_dir)
     refine_stage(cfg, policies, train, sandbox, progress, checkpoint_dir)
     return policies
