@@ -54,16 +54,19 @@ class TestbedConfig:
     max_depth: int = 2
     samples: int = 8  # fresh answers per task and agent (pass@k for k up to this)
     tree_nodes: int = 8  # AB-MCTS-A nodes per tree (MARS2's RL and evaluation budget)
-    plans: int = 4  # CoRe-Code's rollout: plans per task
-    codes: int = 2  # and codes per plan
+    # CoRe-Code's rollout shapes measured, (plans per task, codes per plan): the recipe's 4 x 2 and 2 x 4 (the
+    # same 8 codes per task, twice the codes per coder group)
+    chain_shapes: tuple[tuple[int, int], ...] = ((4, 2), (2, 4))
     out: str = "runs/testbed"
     cold_cache: str = "runs/testbed/cold"
     results_md: str = "docs/results/efficacy.md"
 
     def __post_init__(self) -> None:
-        for name in ("n_val_tasks", "samples", "tree_nodes", "plans", "codes"):
+        for name in ("n_val_tasks", "samples", "tree_nodes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
+        if not self.chain_shapes or any(len(s) != 2 or min(s) < 1 for s in self.chain_shapes):
+            raise ValueError(f"field 'chain_shapes' must hold (plans, codes) pairs >= 1, got {self.chain_shapes}")
         if self.samples < 2:
             raise ValueError(f"field 'samples' must be >= 2 (a group of one has no spread), got {self.samples}")
 
@@ -148,11 +151,14 @@ def _corecode(cfg: TestbedConfig, val: list[Any], sandbox: Any) -> dict[str, flo
     ccfg = from_mapping(CoReCodeConfig, {**cfg.corecode, "seed": cfg.seed}, "--set corecode")
     name, policies = corecode_cold_start(ccfg, build_tasks(ccfg.splits)[0], sandbox, Path(cfg.cold_cache))
     agents = make_agents(ccfg, policies)
-    return {**corecode_chain(agents["planner"], agents["coder"], val, sandbox, cfg.plans, cfg.codes, EVAL_STEP),
-            "corecode_cold_start": name}
+    out: dict[str, Any] = {"corecode_cold_start": name}
+    for plans, codes in cfg.chain_shapes:
+        figures = corecode_chain(agents["planner"], agents["coder"], val, sandbox, plans, codes, EVAL_STEP)
+        out.update({f"{k}@{plans}x{codes}": v for k, v in figures.items()})
+    return out
 
 
-COLUMNS = (  # (header, figure keys joined by " / ")
+MARS2_COLUMNS = (  # (header, figure keys joined by " / ")
     ("entropy a0 / a1", ("agent0_entropy", "agent1_entropy")),
     ("flat best-of-8 groups a0 / a1", ("agent0_flat_groups", "agent1_flat_groups")),
     ("flat MARS2 trees", ("tree_flat",)),
@@ -164,8 +170,14 @@ COLUMNS = (  # (header, figure keys joined by " / ")
     ("agent gap (relative)", ("agent_gap",)),
     ("failure correlation", ("failure_correlation",)),
     ("AB-MCTS-A Pass@1 / Pass@N", ("tree_pass@1", "tree_pass@n")),
-    ("CoRe-Code flat coder groups (all-pass / fraction) / planner groups", ("coder_flat", "coder_flat_fraction", "planner_flat")),
-    ("CoRe-Code pass@1 / pass@8", ("chain_pass@1", "chain_pass@8")),
+)
+CORECODE_COLUMNS = (
+    ("entropy planner / coder", ("planner_entropy@4x2", "coder_entropy@4x2")),
+    ("4 x 2: flat coder groups (all pass / fraction) / planner groups", ("coder_flat@4x2", "coder_flat_fraction@4x2",
+                                                                        "planner_flat@4x2")),
+    ("4 x 2: pass@1 / pass@8", ("chain_pass@1@4x2", "chain_pass@8@4x2")),
+    ("2 x 4: flat coder groups (all pass / fraction) / planner groups", ("coder_flat@2x4", "coder_flat_fraction@2x4",
+                                                                        "planner_flat@2x4")),
 )
 
 
@@ -176,10 +188,21 @@ def _cell(figures: dict[str, Any], keys: tuple[str, ...]) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """Every measured setting, in the order measured: its figures, then its provenance."""
-    body = [[r["name"], *(_cell(r["figures"], keys) for _, keys in COLUMNS),
-             f"{r['commit']}, {r['date_utc']}, load {r['loadavg'].split()[0] if r['loadavg'] else '?'}"] for r in rows]
-    return markdown_table(["setting", *(h for h, _ in COLUMNS), "commit, date (UTC), load"], body)
+    """Every measured setting, in the order measured: MARS2's figures, then CoRe-Code's (settings that measured
+    it), each row with its provenance."""
+    def provenance_cell(r: dict[str, Any]) -> str:
+        return f"{r['commit']}, {r['date_utc']}, load {r['loadavg'].split()[0] if r['loadavg'] else '?'}"
+
+    mars2 = [[r["name"], *(_cell(r["figures"], keys) for _, keys in MARS2_COLUMNS), provenance_cell(r)] for r in rows]
+    corecode = [[r["name"], *(_cell(r["figures"], keys) for _, keys in CORECODE_COLUMNS), provenance_cell(r)]
+                for r in rows if "corecode_cold_start" in r["figures"]]
+    head = ["setting", "commit, date (UTC), load"]
+    out = "MARS2's agents (validation):\n\n" + markdown_table(
+        [head[0], *(h for h, _ in MARS2_COLUMNS), head[1]], mars2)
+    if corecode:
+        out += "\nCoRe-Code's planner and coder (validation):\n\n" + markdown_table(
+            [head[0], *(h for h, _ in CORECODE_COLUMNS), head[1]], corecode)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:

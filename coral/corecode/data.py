@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from coral.agents import TEMPLATES, PromptTemplate
+from coral.benchmarks.gold_codes import gold_solutions
 from coral.benchmarks.mutants import mutants
-from coral.benchmarks.procedural import gold_solutions, parse_composition, skeleton
+from coral.benchmarks.procedural import parse_composition, skeleton
 from coral.sandbox import Sandbox
 from coral.sandbox.protocol import SandboxProtocol
 from coral.train.sft import SFTExample, code_block

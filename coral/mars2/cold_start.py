@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from coral.agents import TEMPLATES, make_agent
+from coral.benchmarks.gold_codes import gold_solutions, nearest_gold
 from coral.benchmarks.mutants import mutants
-from coral.benchmarks.procedural import gold_solutions, make_tasks, nearest_gold
+from coral.benchmarks.procedural import make_tasks
 from coral.mars2.tree import TreeConfig, search
 from coral.policy.base import SamplingParams
 from coral.policy.hf import HFPolicy

@@ -7,18 +7,15 @@ import random
 
 import pytest
 
+from coral.benchmarks.gold_codes import gold_codes, gold_solutions, nearest_gold, task_gold_codes
 from coral.benchmarks.primitives import PRIMITIVES, compile_expr
 from coral.benchmarks.procedural import (
     ProceduralConfig,
     _edge_inputs,
     _random_input,
     build_task,
-    gold_codes,
-    gold_solutions,
     make_tasks,
-    nearest_gold,
     parse_composition,
-    task_gold_codes,
 )
 from coral.sandbox import Sandbox
 from coral.workflows.common import judge

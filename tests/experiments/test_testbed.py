@@ -76,8 +76,8 @@ def test_a_tiny_setting_is_measured_end_to_end_and_its_row_written_to_the_table(
                         n_val_tasks=3, samples=2, tree_nodes=2, out=str(tmp_path), cold_cache=str(tmp_path / "cold"),
                         results_md=str(tmp_path / "r.md"))
     row = measure(cfg)
-    for key in ("agent0_entropy", "agent1_flat_groups", "agent0_refine_fail", "agent_gap", "tree_flat", "coder_flat",
-                "chain_pass@8"):
+    for key in ("agent0_entropy", "agent1_flat_groups", "agent0_refine_fail", "agent_gap", "tree_flat", "coder_flat@4x2",
+                "chain_pass@8@4x2", "coder_flat_fraction@2x4"):
         assert key in row["figures"]
     assert json.loads((tmp_path / "rows.jsonl").read_text())["name"] == "tiny"
     assert "| tiny |" in (tmp_path / "r.md").read_text()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from coral.benchmarks.procedural import build_task, parse_composition, task_gold_codes
+from coral.benchmarks.gold_codes import task_gold_codes
+from coral.benchmarks.procedural import build_task, parse_composition
 from coral.mars2.cold_start import build_agents, own_refine_examples, solve_sft_examples
 from coral.mars2.recipe import MARS2Config
 from coral.policy.scripted import ScriptedPolicy
