@@ -45,15 +45,21 @@ from experiments.testbed_measures import (
 class TestbedConfig:
     name: str = "default"  # the setting's name in the table
     seed: int = 0  # cold-start seed and validation draw
-    mars2: dict[str, Any] = field(default_factory=dict)  # MARS2Config fields of the cold start
+    mars2: dict[str, Any] | None = field(default_factory=dict)  # MARS2Config fields of the cold start (None: not measured)
     corecode: dict[str, Any] | None = None  # CoReCodeConfig fields of a CoRe-Code cold start (None: not measured)
+    # a CoRe-Code run directory (e.g. runs/demo) whose kept cold start (sft/cold_start) is measured, with that
+    # run's config, instead of training one from `corecode`
+    corecode_from: str | None = None
     # a finished MARS2 cold start folder (agent0, agent1, ...) to measure instead of the one `mars2` makes
     cold_dir: str | None = None
     n_val_tasks: int = 60  # validation tasks
     min_depth: int = 1  # validation tasks' depth range
     max_depth: int = 2
     samples: int = 8  # fresh answers per task and agent (pass@k for k up to this)
-    tree_nodes: int = 8  # AB-MCTS-A nodes per tree (MARS2's RL and evaluation budget)
+    tree_nodes: int = 8  # AB-MCTS-A nodes per tree (MARS2's RL and evaluation budget; 0: no trees measured)
+    # ProceduralConfig fields of the validation tasks (e.g. {"report_output": false}: the failing-test feedback
+    # of the family before it reported the value returned, which older cold starts were trained on)
+    procedural: dict[str, Any] = field(default_factory=dict)
     # CoRe-Code's rollout shapes measured, (plans per task, codes per plan): the recipe's 4 x 2 and 2 x 4 (the
     # same 8 codes per task, twice the codes per coder group)
     chain_shapes: tuple[tuple[int, int], ...] = ((4, 2), (2, 4))
@@ -62,11 +68,13 @@ class TestbedConfig:
     results_md: str = "docs/results/efficacy.md"
 
     def __post_init__(self) -> None:
-        for name in ("n_val_tasks", "samples", "tree_nodes"):
+        for name in ("n_val_tasks", "samples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
         if not self.chain_shapes or any(len(s) != 2 or min(s) < 1 for s in self.chain_shapes):
             raise ValueError(f"field 'chain_shapes' must hold (plans, codes) pairs >= 1, got {self.chain_shapes}")
+        if self.tree_nodes < 0:
+            raise ValueError(f"field 'tree_nodes' must be >= 0, got {self.tree_nodes}")
         if self.samples < 2:
             raise ValueError(f"field 'samples' must be >= 2 (a group of one has no spread), got {self.samples}")
 
@@ -96,40 +104,41 @@ def corecode_cold_start(ccfg: Any, train: list[Any], sandbox: Any, cache: Path) 
     return where.name, policies
 
 
-def measure(cfg: TestbedConfig) -> dict[str, Any]:
-    """Every figure of the module docstring for one setting; the row saved and the table rewritten."""
-    from coral.benchmarks.procedural import make_tasks
+def _kept_corecode_cold_start(run: Path, sandbox: Any) -> tuple[str, Any, dict[str, Any]]:
+    """(name, config, planner and coder) of the cold start a CoRe-Code run kept (its config.json and
+    sft/cold_start/<role>.pt: the policies are built as that run built them, then loaded)."""
+    import torch
+
     from coral.benchmarks.splits import build_tasks
     from coral.config import from_mapping
-    from coral.mars2.recipe import MARS2Config, make_tree_agents
-    from coral.policy.hf import HFPolicy
+    from coral.corecode.config import CoReCodeConfig
+    from coral.corecode.fork import COLD_START_DIR
+    from coral.corecode.setup import build_policies
+    from coral.train.checkpoints import load_weights
+
+    ccfg = from_mapping(CoReCodeConfig, json.loads((run / "config.json").read_text()), str(run / "config.json"))
+    policies = build_policies(ccfg, build_tasks(ccfg.splits)[0], sandbox)
+    for role, policy in policies.items():
+        load_weights(policy, torch.load(run / COLD_START_DIR / f"{role}.pt", weights_only=True))
+    return str(run / COLD_START_DIR), ccfg, policies
+
+
+def measure(cfg: TestbedConfig) -> dict[str, Any]:
+    """Every figure of the module docstring for one setting; the row saved and the table rewritten."""
+    from coral.benchmarks.procedural import ProceduralConfig, make_tasks
+    from coral.config import from_mapping
     from coral.sandbox import Sandbox
-    from experiments.mars2_compare import cached_cold_start, cold_start_name
 
     t0 = time.perf_counter()
-    mcfg = from_mapping(MARS2Config, {**cfg.mars2, "seed": cfg.seed}, "--set mars2")
-    val = make_tasks(cfg.n_val_tasks, "validation", min_depth=cfg.min_depth, max_depth=cfg.max_depth, seed=cfg.seed)
+    family = from_mapping(ProceduralConfig, cfg.procedural, "--set procedural")
+    val = make_tasks(cfg.n_val_tasks, "validation", min_depth=cfg.min_depth, max_depth=cfg.max_depth, seed=cfg.seed,
+                     config=family)
     figures: dict[str, Any] = {}
+    name = None
     with Sandbox(workers=2) as sandbox:
-        if cfg.cold_dir:
-            name = cfg.cold_dir
-            policies = [HFPolicy.load(Path(cfg.cold_dir) / f"agent{i}") for i in range(mcfg.agents)]
-        else:
-            policies = cached_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache), progress=True)
-            name = cold_start_name(mcfg, Path(cfg.cold_cache))
-        print(f"cold start {name} ready ({time.perf_counter() - t0:.0f}s)", flush=True)
-        agents = make_tree_agents(mcfg, policies)
-        per_task = []
-        for i, agent in enumerate(agents):
-            trees = fresh_samples(agent, val, sandbox, cfg.samples, cfg.seed)
-            div = diversity(trees)
-            per_task.append(div.pop("per_task"))
-            figures.update({f"agent{i}_{k}": v for k, v in div.items()})
-            figures.update({f"agent{i}_{k}": v for k, v in repair(agent, val, trees, sandbox).items()})
-            print(f"agent{i}: {rounded(div)}", flush=True)
-        figures.update(agent_figures(per_task))
-        figures.update(mars2_trees(agents, val, sandbox, cfg.tree_nodes, cfg.seed))
-        if cfg.corecode is not None:
+        if cfg.mars2 is not None:
+            name = _mars2(cfg, val, sandbox, figures)
+        if cfg.corecode is not None or cfg.corecode_from:
             figures.update(_corecode(cfg, val, sandbox))
     row = {"name": cfg.name, "setting": asdict(cfg), "cold_start": name, "figures": rounded(figures),
            **provenance(), "wall_s": round(time.perf_counter() - t0)}
@@ -141,6 +150,40 @@ def measure(cfg: TestbedConfig) -> dict[str, Any]:
     return row
 
 
+def _mars2(cfg: TestbedConfig, val: list[Any], sandbox: Any, figures: dict[str, Any]) -> str:
+    """MARS2's figures (into `figures`) of the cold start of `cfg.mars2` (or `cfg.cold_dir`); its name."""
+    from coral.benchmarks.splits import build_tasks
+    from coral.config import from_mapping
+    from coral.mars2.recipe import MARS2Config, make_tree_agents
+    from coral.policy.hf import HFPolicy
+    from experiments.mars2_compare import cached_cold_start, cold_start_name
+
+    t0 = time.perf_counter()
+    mcfg = from_mapping(MARS2Config, {**(cfg.mars2 or {}), "seed": cfg.seed}, "--set mars2")
+    if cfg.cold_dir:
+        name = cfg.cold_dir
+        policies = [HFPolicy.load(Path(cfg.cold_dir) / f"agent{i}") for i in range(mcfg.agents)]
+    else:
+        policies = cached_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache), progress=True)
+        name = cold_start_name(mcfg, Path(cfg.cold_cache))
+    print(f"cold start {name} ready ({time.perf_counter() - t0:.0f}s)", flush=True)
+    for policy in policies:
+        policy.batch_size = 128  # a saved policy keeps the batch size it was saved with; samples do not depend on it
+    agents = make_tree_agents(mcfg, policies)
+    per_task = []
+    for i, agent in enumerate(agents):
+        trees = fresh_samples(agent, val, sandbox, cfg.samples, cfg.seed)
+        div = diversity(trees)
+        per_task.append(div.pop("per_task"))
+        figures.update({f"agent{i}_{k}": v for k, v in div.items()})
+        figures.update({f"agent{i}_{k}": v for k, v in repair(agent, val, trees, sandbox).items()})
+        print(f"agent{i}: {rounded(div)}", flush=True)
+    figures.update(agent_figures(per_task))
+    if cfg.tree_nodes:
+        figures.update(mars2_trees(agents, val, sandbox, cfg.tree_nodes, cfg.seed))
+    return name
+
+
 def _corecode(cfg: TestbedConfig, val: list[Any], sandbox: Any) -> dict[str, float]:
     from coral.benchmarks.splits import build_tasks
     from coral.config import from_mapping
@@ -148,8 +191,11 @@ def _corecode(cfg: TestbedConfig, val: list[Any], sandbox: Any) -> dict[str, flo
     from coral.corecode.setup import make_agents
     from coral.seeding import EVAL_STEP
 
-    ccfg = from_mapping(CoReCodeConfig, {**cfg.corecode, "seed": cfg.seed}, "--set corecode")
-    name, policies = corecode_cold_start(ccfg, build_tasks(ccfg.splits)[0], sandbox, Path(cfg.cold_cache))
+    if cfg.corecode_from:
+        name, ccfg, policies = _kept_corecode_cold_start(Path(cfg.corecode_from), sandbox)
+    else:
+        ccfg = from_mapping(CoReCodeConfig, {**(cfg.corecode or {}), "seed": cfg.seed}, "--set corecode")
+        name, policies = corecode_cold_start(ccfg, build_tasks(ccfg.splits)[0], sandbox, Path(cfg.cold_cache))
     agents = make_agents(ccfg, policies)
     out: dict[str, Any] = {"corecode_cold_start": name}
     for plans, codes in cfg.chain_shapes:

@@ -138,7 +138,9 @@ def build_agents(cfg: Any, examples: Sequence[Any]) -> list[Any]:
     for i in range(cfg.agents):
         d_model, n_layers = cfg.shapes[i]
         model = build_model(tokenizer, seed=cfg.seed * 10 + i, d_model=d_model, n_layers=n_layers)
-        policies.append(HFPolicy(model, tokenizer, name=f"tiny{i}"))
+        # batches of 128: a tree step's requests in fewer, bigger batches (as CoRe-Code's tiny policies; seeded
+        # tokens do not change with the batch)
+        policies.append(HFPolicy(model, tokenizer, name=f"tiny{i}", batch_size=128))
     return policies
 
 
