@@ -25,7 +25,7 @@ from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 
 from coral.benchmarks.splits import build_tasks
-from coral.mars2.cold_start import first_stage, refine_stage
+from coral.mars2.cold_start import AGENT_BATCH_SIZE, first_stage, refine_stage
 from coral.mars2.recipe import MARS2Config, cold_start, evaluate_search, train_mars2
 from coral.policy.hf import HFPolicy
 from coral.report.error_bars import mean_se
@@ -72,7 +72,7 @@ def cold_start_name(cfg: MARS2Config, cache: Path) -> str:
 
 
 def _load(where: Path, n: int) -> list:
-    return [HFPolicy.load(where / f"agent{i}") for i in range(n)]
+    return [HFPolicy.load(where / f"agent{i}", batch_size=AGENT_BATCH_SIZE) for i in range(n)]
 
 
 def _keep(where: Path, policies: list, key: dict) -> None:

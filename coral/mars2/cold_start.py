@@ -129,6 +129,11 @@ def tokenizer_examples(cfg: Any, train: Sequence[Task], mutant_refine: Sequence[
     return solve + list(mutant_refine)
 
 
+# a tree step's requests in fewer, bigger batches (as CoRe-Code's tiny policies); seeded tokens do not change with
+# the batch, so a saved agent may be loaded with it (experiments/mars2_compare._load)
+AGENT_BATCH_SIZE = 128
+
+
 def build_agents(cfg: Any, examples: Sequence[Any]) -> list[Any]:
     """Fresh tiny agents of `cfg.shapes`, with one tokenizer trained on the examples."""
 
@@ -138,9 +143,7 @@ def build_agents(cfg: Any, examples: Sequence[Any]) -> list[Any]:
     for i in range(cfg.agents):
         d_model, n_layers = cfg.shapes[i]
         model = build_model(tokenizer, seed=cfg.seed * 10 + i, d_model=d_model, n_layers=n_layers)
-        # batches of 128: a tree step's requests in fewer, bigger batches (as CoRe-Code's tiny policies; seeded
-        # tokens do not change with the batch)
-        policies.append(HFPolicy(model, tokenizer, name=f"tiny{i}", batch_size=128))
+        policies.append(HFPolicy(model, tokenizer, name=f"tiny{i}", batch_size=AGENT_BATCH_SIZE))
     return policies
 
 
