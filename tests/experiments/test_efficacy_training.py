@@ -313,3 +313,20 @@ def test_a_cold_starts_name_changes_with_its_weights_not_only_its_config(trainin
     shutil.rmtree(tmp_path / compare.cold_start_key(cfg))  # the cache deleted, the same config trained again
     compare.cached_cold_start(cfg, [], None, tmp_path)
     assert compare.cold_start_name(cfg, tmp_path) != first
+
+
+def test_agents_read_back_from_the_cache_sample_in_batches_of_agent_batch_size(training, tmp_path, monkeypatch):
+    # a cold start saved with the default batch of 16 mined 2000 own-refine tasks 16 prompts at a time
+    import sys
+
+    from coral.mars2.cold_start import AGENT_BATCH_SIZE
+    from coral.mars2.recipe import MARS2Config
+    from coral.policy import tiny_policy
+
+    compare = sys.modules["experiments.mars2_compare"]
+    monkeypatch.setattr(compare, "first_stage", lambda cfg, train, sandbox, progress=True, checkpoint_dir=None: [
+        tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(cfg.agents)])
+    cfg = MARS2Config(seed=3)
+    made = compare.cached_cold_start(cfg, [], None, tmp_path)
+    assert made[0].batch_size != AGENT_BATCH_SIZE  # saved with another batch size
+    assert [p.batch_size for p in compare.cached_cold_start(cfg, [], None, tmp_path)] == [AGENT_BATCH_SIZE] * cfg.agents

@@ -83,3 +83,11 @@ def test_a_tiny_setting_is_measured_end_to_end_and_its_row_written_to_the_table(
     assert "| tiny |" in (tmp_path / "r.md").read_text()
     again = measure(cfg)  # cold starts read back from the cache: nothing trained twice
     assert again["cold_start"] == row["cold_start"]
+
+
+def test_a_setting_may_measure_no_trees_but_not_a_negative_number_of_nodes():
+    from experiments.testbed import TestbedConfig
+
+    assert TestbedConfig(tree_nodes=0).tree_nodes == 0
+    with pytest.raises(ValueError, match="tree_nodes"):
+        TestbedConfig(tree_nodes=-1)
