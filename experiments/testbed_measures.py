@@ -121,7 +121,7 @@ def repair(agent: Any, tasks: Sequence[Any], trees: Sequence[Any], sandbox: Any)
     turns = _role_agent(agent, REFINE).act(contexts, call_index=1, entry_points=["f"] * len(nodes), step=EVAL_STEP,
                                            keys=[f"{tree.task_id}/refine{n.index}" for tree, n in nodes])
     verdicts = judge(sandbox, [by_id[tree.task_id] for tree, _ in nodes], [t.parsed for t in turns])
-    refined = [private.passed for _, private in verdicts]
+    refined = [v.private.passed for v in verdicts]
     samples = {tree.task_id: [_passed(n) for n in tree.nodes[1:]] for tree in trees}
     out = refine_figures([(tree.task_id, _passed(n)) for tree, n in nodes], refined, samples)
     out["refine_entropy"] = token_entropy([t.logprobs for t in turns])
@@ -177,7 +177,10 @@ def corecode_chain(planner: Any, coder: Any, tasks: Sequence[Any], sandbox: Any,
     coder_groups: dict[tuple[str, int], list[float]] = {}
     fraction_groups: dict[tuple[str, int], list[float]] = {}
     for tr, ok in zip(trajs, passed, strict=True):
-        group = (tr.task_id, tr.turns_of("coder")[-1].metadata["plan_id"])
+        credit = tr.turns_of("coder")[-1].credit
+        if credit is None or credit.plan_id is None:
+            raise ValueError(f"corecode_chain: a coder turn of task {tr.task_id!r} carries no plan id")
+        group = (tr.task_id, credit.plan_id)
         coder_groups.setdefault(group, []).append(float(ok))
         tests = (tr.public.tests if tr.public else ()) + (tr.private.tests if tr.private else ())
         fraction_groups.setdefault(group, []).append(sum(t.passed for t in tests) / len(tests) if tests else 0.0)

@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from coral.agents import TEMPLATES, make_agent
 from coral.benchmarks.gold_codes import gold_solutions, nearest_gold
@@ -39,7 +39,7 @@ from coral.policy.base import SamplingParams
 from coral.policy.hf import HFPolicy
 from coral.policy.tiny import build_model, build_tokenizer
 from coral.sandbox.protocol import SandboxProtocol
-from coral.train.sft import SFTExample, code_block
+from coral.train.sft import SFTConfig, SFTExample, code_block
 from coral.train.sft_parallel import train_sft_many
 from coral.trajectory import Task
 from coral.workflows.common import judge
@@ -90,7 +90,7 @@ def _gold(task: Task) -> str:
         raise ValueError(f"task {task.id!r} has no reference solution for SFT")
     return task.reference
 
-def own_refine_examples(cfg: Any, policy: Any, tasks: Sequence[Task], sandbox: SandboxProtocol, seed: int) -> list[Any]:
+def own_refine_examples(cfg: Any, policy: HFPolicy, tasks: Sequence[Task], sandbox: SandboxProtocol, seed: int) -> list[Any]:
     """Refine examples from the codes `policy` itself writes: `cfg.refine_samples_per_task` per task (solver
     prompt, rl.temperature); a code failing a public test -> its nearest gold code, a code passing every
     test -> itself. At most `cfg.refine_examples`, of which at most `cfg.refine_keep_fraction` keep a code;
@@ -154,16 +154,17 @@ def first_stage_examples(cfg: Any, train: Sequence[Task], mutant_refine: Sequenc
     return [solve_sft_examples(train, cfg.solutions_per_task, cfg.seed + i) + shared for i in range(cfg.agents)]
 
 
-def sft_agents(cfg: Any, policies: Sequence[Any], examples: Sequence[Any] | Sequence[Sequence[Any]],
-               progress: bool = True, checkpoint_dir: Path | None = None,
-               sft: Any = None) -> dict[str, list[float]]:
+def sft_agents(cfg: Any, policies: Sequence[HFPolicy],
+               examples: Sequence[SFTExample] | Sequence[Sequence[SFTExample]], progress: bool = True,
+               checkpoint_dir: Path | None = None, sft: SFTConfig | None = None) -> dict[str, list[float]]:
     """SFT every agent in place (agent i with data seed cfg.seed + i) on `examples` (one list for all, or
     one per agent), with `sft` (default cfg.sft); with `checkpoint_dir`, each agent's SFT state is kept
     there and resumed after a crash. Returns each agent's loss curve."""
 
-    per_agent = examples if examples and isinstance(examples[0], list) else [examples] * len(policies)
-    sft = sft or cfg.sft
-    jobs = {f"agent{i}": (p, per_agent[i], replace(sft, seed=cfg.seed + i)) for i, p in enumerate(policies)}
+    per_agent = cast("Sequence[Sequence[SFTExample]]",
+                     examples if examples and isinstance(examples[0], list) else [examples] * len(policies))
+    config: SFTConfig = sft or cfg.sft
+    jobs = {f"agent{i}": (p, per_agent[i], replace(config, seed=cfg.seed + i)) for i, p in enumerate(policies)}
     checkpoints = {name: checkpoint_dir / f"{name}.pt" for name in jobs} if checkpoint_dir is not None else None
     with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
         return train_sft_many(jobs, work, progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
@@ -182,7 +183,7 @@ def refine_source_tasks(cfg: Any, train: Sequence[Task]) -> list[Task]:
     return more[len(train):]
 
 
-def refine_stage(cfg: Any, policies: Sequence[Any], train: Sequence[Task], sandbox: SandboxProtocol,
+def refine_stage(cfg: Any, policies: Sequence[HFPolicy], train: Sequence[Task], sandbox: SandboxProtocol,
                  progress: bool = True, checkpoint_dir: Path | None = None) -> None:
     """refine_from "own": each agent's own refine examples (kept in `checkpoint_dir` once mined), then the
     second SFT on them and the agent's solve examples. Nothing for "mutants"."""

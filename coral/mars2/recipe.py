@@ -151,7 +151,7 @@ class MARS2Config:
     @property
     def shapes(self) -> tuple[tuple[int, int], ...]:
         """(d_model, n_layers) of each agent slot."""
-        return tuple(tuple(s) for s in self.agent_shapes) if self.agent_shapes is not None else AGENT_SHAPES
+        return tuple((d, n) for d, n in self.agent_shapes) if self.agent_shapes is not None else AGENT_SHAPES
 
     @property
     def splits(self) -> ProceduralSplits:
