@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 
@@ -151,7 +151,10 @@ class MARS2Config:
     @property
     def shapes(self) -> tuple[tuple[int, int], ...]:
         """(d_model, n_layers) of each agent slot."""
-        return tuple((d, n) for d, n in self.agent_shapes) if self.agent_shapes is not None else AGENT_SHAPES
+        if self.agent_shapes is None:
+            return AGENT_SHAPES
+        # as given (a pair of the wrong length is refused by name in __post_init__, which reads this)
+        return tuple(cast("tuple[int, int]", tuple(s)) for s in self.agent_shapes)
 
     @property
     def splits(self) -> ProceduralSplits:

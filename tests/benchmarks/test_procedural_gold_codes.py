@@ -52,8 +52,8 @@ def test_every_gold_code_of_a_task_passes_all_its_tests(sandbox):
     tasks = make_tasks(40, "train", seed=3)
     for task in tasks:
         golds = task_gold_codes(task)
-        for public, private in judge(sandbox, [task] * len(golds), golds):
-            assert public.passed and private.passed, task.prompt
+        for verdicts in judge(sandbox, [task] * len(golds), golds):
+            assert verdicts.public.passed and verdicts.private.passed, task.prompt
 
 
 def test_gold_solutions_draws_distinct_gold_codes_and_one_means_the_reference():
@@ -76,8 +76,8 @@ def test_nearest_gold_fixes_the_wrong_line_in_the_idiom_the_code_was_written_in(
 def test_a_failing_test_reports_the_returned_value_and_feedback_shows_input_expected_and_actual(sandbox):
     task = build_task(parse_composition("list", ["mul_3", "ret_list"]), seed=0)
     wrong = "def f(xs: list[int]) -> list[int]:\n    return [x * 4 for x in xs]\n"
-    (public, _), = judge(sandbox, [task], [wrong])
-    feedback = public.feedback(task.public_tests)
+    (verdicts,) = judge(sandbox, [task], [wrong])
+    feedback = verdicts.public.feedback(task.public_tests)
     case = task.public_tests[0].code  # assert (got := candidate([...])) == [...], repr(got)
     x = eval(case[case.index("candidate(") + len("candidate("):case.index(")) ==")])  # noqa: S307 - our own test
     assert f"candidate({x!r})) == {[3 * v for v in x]!r}" in feedback
