@@ -176,7 +176,10 @@ class ExecutionResult:
             if res.passed:
                 continue
             shown = case.code.strip() if case.kind == "assert" else f"stdin={case.stdin!r}"
-            lines.append(f"- {res.verdict}: {shown} {res.message}".rstrip())
+            message = res.message
+            if case.kind == "assert" and message.endswith(f" at `{shown}`"):  # the line is the test just shown
+                message = message[: -len(f" at `{shown}`")]
+            lines.append(f"- {res.verdict}: {shown} {message}".rstrip())
         return "\n".join(lines)[:max_chars]
 
 

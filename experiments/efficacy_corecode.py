@@ -8,9 +8,9 @@ Each ablation run is `train_corecode` at the recipe's defaults with `train_roles
 defaults come from earlier studies, docs/results/corecode.md); its own evaluation after SFT is the
 "SFT only" figure, so every change is paired against the same cold start. Single-coder GRPO is MARS2's
 best-of-N recipe with one agent of the coder's shape, `plans_per_task x codes_per_plan` codes per task,
-the same tasks per step, RL steps, SFT epochs and learning rate; both are scored by sampled pass@1 (the
-per-sample pass rate at the RL temperature) on the same test tasks. The single coder has MARS2's first agent
-shape (d_model 128, 4 layers: CoRe-Code's default coder shape).
+the same tasks per step, RL steps, the coder's SFT (epochs, gold codes per task) and learning rate; both are
+scored by sampled pass@1 (the per-sample pass rate at the RL temperature) on the same test tasks. The single
+coder has the coder's shape (d_model, n_layers).
 
 This module does NOT change either recipe; see experiments/efficacy_training.py for the shared analysis.
 """
@@ -59,7 +59,7 @@ def corecode_config(cfg: TrainingStudyConfig, seed: int, name: str) -> Any:
               "train_roles": list(corecode_variants(cfg.corecode_roles)[name]), "out_dir": run_dir(cfg, "corecode", seed, name),
               "cold_start_from": None if name == full_variant(cfg) else run_dir(cfg, "corecode", seed, full_variant(cfg))}
     ccfg = from_mapping(CoReCodeConfig, fields, "--set corecode")
-    return replace(ccfg, sft=replace(ccfg.sft, epochs=cfg.sft_epochs), rl=replace(ccfg.rl, log_kl=True))
+    return replace(ccfg, rl=replace(ccfg.rl, log_kl=True))
 
 
 def _corecode_run(cfg: TrainingStudyConfig, seed: int, name: str) -> dict[str, Any]:
@@ -94,9 +94,12 @@ def _single_coder(cfg: TrainingStudyConfig, seed: int, ccfg: Any, sandbox: Any) 
     base = MARS2Config(seed=seed, agents=1, algorithm="best_of_n", shaping=False, n_train_tasks=ccfg.n_train_tasks,
                        n_test_tasks=ccfg.n_test_tasks, rl_steps=ccfg.rl_steps, tasks_per_step=ccfg.tasks_per_step,
                        max_nodes_per_tree=codes_per_task, max_new_tokens=ccfg.max_new_tokens,
-                       min_depth=ccfg.min_depth, max_depth=ccfg.max_depth, refine_examples=0,  # best-of-N never refines
-                       out_dir=run_dir(cfg, "corecode", seed, SINGLE))
-    mcfg = replace(base, sft=replace(base.sft, epochs=ccfg.sft.epochs, lr=ccfg.sft.lr, batch_size=ccfg.sft.batch_size),
+                       min_depth=ccfg.min_depth, max_depth=ccfg.max_depth, out_dir=run_dir(cfg, "corecode", seed, SINGLE),
+                       # the coder's shape and gold codes per task; best-of-N never refines: no refine examples
+                       agent_shapes=((ccfg.d_model, ccfg.n_layers),), solutions_per_task=ccfg.sft_codes_per_task,
+                       refine_from="mutants", refine_examples=0)
+    coder_epochs = ccfg.sft.epochs if ccfg.sft_coder_epochs is None else ccfg.sft_coder_epochs
+    mcfg = replace(base, sft=replace(base.sft, epochs=coder_epochs, lr=ccfg.sft.lr, batch_size=ccfg.sft.batch_size),
                    rl=replace(base.rl, lr=ccfg.rl.lr, log_kl=True))
     done = Path(mcfg.out_dir) / "pass_rates.json"
     if finished(Path(mcfg.out_dir), mcfg) and done.is_file():

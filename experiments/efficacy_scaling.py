@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +54,9 @@ class ScalingConfig:
     n_val_tasks: int = 30  # validation-split tasks per seed and depth range
     val_budget: int = 4  # samples per validation task (the per-sample pass rate is the figure)
     depths: tuple[tuple[int, int], ...] = ((1, 2), (2, 2), (3, 3))  # candidate (min, max) composition depths
-    # The cold start (MARS2's defaults but 6 epochs, as CoRe-Code's; the cache key holds all of them). 3 epochs
-    # on 1000 tasks + 300 refine examples solved nothing on validation (docs/results/efficacy.md)
-    sft_epochs: float = 6.0
-    n_train_tasks: int = 3000  # the cold start's train-split tasks (solve examples)
-    refine_examples: int = 1000  # the cold start's refine-from-feedback examples
+    # MARS2Config fields of the cold start over the recipe's defaults (the testbed chosen on validation,
+    # docs/results/efficacy.md "The testbed"); the cache key holds all of them
+    mars2: dict[str, Any] = field(default_factory=dict)
     # None: each seed its own cold start (the cached ones study B trains too); a seed: every seed searches
     # with that seed's cold-started agents (seeds then differ in test tasks and sampling streams only:
     # cheaper, and blind to cold-start spread; the first run of 2026-12-05 shared seed 0's)
@@ -154,16 +152,19 @@ def _grow(cold: tuple[str, Sequence[Any]], n_agents: int, tasks: Sequence[Any], 
 
 def _cold_start(cfg: ScalingConfig, seed: int, sandbox: Any) -> tuple[str, list[Any]]:
     """Seed `seed`'s cold start (cached): its name (`cold_start_name`: key and weights digest) and its agents."""
-    from dataclasses import replace
-
     from coral.benchmarks.splits import build_tasks
+    from coral.config import from_mapping
     from coral.mars2.recipe import MARS2Config
     from experiments.mars2_compare import cached_cold_start, cold_start_name
 
-    base = MARS2Config(seed=seed, n_train_tasks=cfg.n_train_tasks, refine_examples=cfg.refine_examples)
-    mcfg = replace(base, sft=replace(base.sft, epochs=cfg.sft_epochs))
+    mcfg = from_mapping(MARS2Config, {**cfg.mars2, "seed": seed}, "--set mars2")
     policies = cached_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache))
     return cold_start_name(mcfg, Path(cfg.cold_cache)), policies
+
+
+def cold_start_summary(overrides: Mapping[str, Any]) -> str:
+    """The cold start in words: the recipe's defaults (the chosen testbed) and any field a study overrides."""
+    return "at MARS2's defaults" + (f" but {json.dumps(dict(overrides))}" if overrides else "")
 
 
 def validate(cfg: ScalingConfig, cold: Mapping[int, tuple[str, list[Any]]], sandbox: Any) -> dict[str, Any]:
@@ -191,7 +192,7 @@ def too_weak(val: Mapping[str, Any], min_rate: float) -> str | None:
     rates = ", ".join(f"depth {d}: {r:.3f}" for d, r in val["mean"].items())
     return (f"the cold start's per-sample validation pass rate is {rate:.3f} at its best depth ({rates}), below "
             f"min_val_rate={min_rate}: every method would score about 0 on test. Train a stronger cold start "
-            f"(sft_epochs, n_train_tasks, refine_examples) before the test phase.")
+            f"(the cold start's fields in `mars2`) before the test phase.")
 
 
 def evaluate_test(cfg: ScalingConfig, cold: Mapping[int, tuple[str, list[Any]]], depth: tuple[int, int], sandbox: Any,
@@ -278,7 +279,7 @@ def run(cfg: ScalingConfig) -> dict[str, Any]:
                                                      f"{cfg.n_test_tasks} tasks x {len(cfg.seeds)} seeds"))
     head = (f"Depth {lo}-{hi} (chosen on validation; per-sample pass rate of the cold start by depth range: "
             + ", ".join(f"{d} {r:.3f}" for d, r in val["mean"].items()) + f"), {cfg.n_test_tasks} test tasks per "
-            f"seed, seeds {list(cfg.seeds)}, cold start {cfg.sft_epochs:g} epochs "
+            f"seed, seeds {list(cfg.seeds)}, cold start {cold_start_summary(cfg.mars2)} "
             + ("(one per seed)" if cfg.cold_start_seed is None else f"(seed {cfg.cold_start_seed}'s, shared by all seeds)")
             + f". Plot: `{svg.name}`.\n\n")
     why = ("\nWhy, from the test trees (private pass rate of each kind of node, node count in brackets):\n\n"

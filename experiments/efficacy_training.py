@@ -2,7 +2,7 @@
 
 B (`mars2`): single-agent GRPO (best-of-N rollouts) against MARS2 without and with tree-consistent
 shaping, at equal samples (same nodes per tree, tasks per step and RL steps), from one cached cold start
-per seed (`sft_epochs`, 6 by default as CoRe-Code's). The RL learning rate of each variant is chosen on
+per seed (at MARS2Config's defaults, the testbed chosen on validation, unless `mars2` overrides them). The RL learning rate of each variant is chosen on
 validation-split tasks (mean Pass@1 over seeds); the test split is then searched once per variant with the
 chosen run's final agents. Per-agent and system Pass@1 / Pass@N; paired changes against the cold start.
 Finished runs and searches of the same config are read back, so seeds can train in parallel processes
@@ -39,6 +39,7 @@ from experiments.efficacy_protocol import (
     save_run,
     write_section,
 )
+from experiments.efficacy_scaling import cold_start_summary
 
 MARS2_VARIANTS = {  # name -> MARS2Config overrides
     "single-agent GRPO": dict(algorithm="best_of_n", shaping=False, agents=1),
@@ -71,13 +72,14 @@ class TrainingStudyConfig:
     # variant (single-agent GRPO 0.600, MARS2 0.600 and 0.560 with shaping, against 0.740, 0.740, 0.660), so
     # the other seeds did not run it (`--set '{"seeds": [0], "lrs": [3e-4], "mars2_test": false}'` reads it back)
     lrs: tuple[float, ...] = (5e-5, 1e-4)
-    sft_epochs: float = 6.0  # B: the cached cold start's epochs; C: CoRe-Code's default is 6 too
     n_val_tasks: int = 50  # B: validation-split tasks per seed
     n_test_tasks: int = 100  # test-split tasks per seed
     max_nodes_per_tree: int = 8  # B: nodes per tree in training and evaluation
     tasks_per_step: int = 16
-    n_train_tasks: int = 3000  # B: the cold start's and RL's train-split tasks (C: CoRe-Code's own 4000)
     max_new_tokens: int = 96  # B: longest code, in tokens
+    # B: MARS2Config fields of the cold start and RL's tasks over the recipe's defaults (the testbed chosen on
+    # validation, docs/results/efficacy.md "The testbed"), e.g. {"n_train_tasks": 2000}
+    mars2: dict[str, Any] = field(default_factory=dict)
     # C: further CoReCodeConfig fields of every ablation run (e.g. {"n_train_tasks": 2000}); the single coder
     # takes n_train_tasks, max_new_tokens and plans x codes from the same resolved config
     corecode: dict[str, Any] = field(default_factory=dict)
@@ -188,12 +190,13 @@ def _trained(step: Mapping[str, float]) -> dict[str, float]:
 
 
 def _mars2_base(cfg: TrainingStudyConfig, seed: int, **fields: Any) -> Any:
+    from coral.config import from_mapping
     from coral.mars2.recipe import MARS2Config
 
-    base = MARS2Config(seed=seed, rl_steps=cfg.rl_steps, n_test_tasks=cfg.n_test_tasks,
-                       max_nodes_per_tree=cfg.max_nodes_per_tree, tasks_per_step=cfg.tasks_per_step,
-                       n_train_tasks=cfg.n_train_tasks, max_new_tokens=cfg.max_new_tokens, **fields)
-    return replace(base, sft=replace(base.sft, epochs=cfg.sft_epochs), rl=replace(base.rl, log_kl=True))
+    base = from_mapping(MARS2Config, {**cfg.mars2, "seed": seed, "rl_steps": cfg.rl_steps, "n_test_tasks": cfg.n_test_tasks,
+                                      "max_nodes_per_tree": cfg.max_nodes_per_tree, "tasks_per_step": cfg.tasks_per_step,
+                                      "max_new_tokens": cfg.max_new_tokens, **fields}, "--set mars2")
+    return replace(base, rl=replace(base.rl, log_kl=True))
 
 
 def _per_task(trees: Sequence[Any]) -> dict[str, dict[str, float]]:
@@ -313,7 +316,7 @@ def run_mars2(cfg: TrainingStudyConfig) -> dict[str, Any]:
     numbers = {"chosen_lr": chosen, "per_seed": per_seed}
     save_run(Path(cfg.out) / "mars2" / "results.json", asdict(cfg), numbers)
     head = (f"Seeds {list(cfg.seeds)}, {cfg.n_test_tasks} test tasks each, {cfg.rl_steps} RL steps x {cfg.tasks_per_step} "
-            f"tasks x {cfg.max_nodes_per_tree} nodes, cold start {cfg.sft_epochs:g} epochs; lr per variant chosen on "
+            f"tasks x {cfg.max_nodes_per_tree} nodes, cold start {cold_start_summary(cfg.mars2)}; lr per variant chosen on "
             f"validation: {chosen}.\n\n")
     trained = {name: [run_dir(cfg, "mars2", s, name, float(lr)) for s in cfg.seeds] for name, lr in chosen.items()}
     curves = write_curves(Path(cfg.results_md), "mars2", trained, f"study B, seeds {list(cfg.seeds)}, chosen lrs")

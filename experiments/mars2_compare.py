@@ -25,11 +25,19 @@ from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 
 from coral.benchmarks.splits import build_tasks
+from coral.mars2.cold_start import AGENT_BATCH_SIZE, first_stage, refine_stage
 from coral.mars2.recipe import MARS2Config, cold_start, evaluate_search, train_mars2
+from coral.policy.hf import HFPolicy
 from coral.report.error_bars import mean_se
 from coral.sandbox import Sandbox
 
-COLD_START_FIELDS = ("seed", "n_train_tasks", "min_depth", "max_depth", "agents", "sft", "refine_examples")
+# the MARS2Config fields of each level of a cold start: the first SFT (solve and, refine_from "mutants", mutant
+# refine examples; `refine_examples` also sizes the tokenizer's corpus), then with refine_from "own" the second SFT
+# on the agents' own refine examples (sampled at rl.temperature, max_new_tokens)
+FIRST_FIELDS = ("seed", "n_train_tasks", "min_depth", "max_depth", "agents", "agent_shapes", "sft", "solutions_per_task",
+                "refine_from", "refine_examples")
+SECOND_FIELDS = FIRST_FIELDS + ("refine_samples_per_task", "refine_tasks", "refine_keep_fraction", "refine_sft", "rl",
+                                "max_new_tokens")
 VARIANTS = {
     "single": dict(algorithm="best_of_n", shaping=False, agents=1),
     "mars2": dict(algorithm="abmcts", shaping=False),
@@ -38,13 +46,15 @@ VARIANTS = {
 }
 
 
-def _cold_start_fields(cfg: MARS2Config) -> dict:
-    return {k: asdict(v) if is_dataclass(v) else v for k, v in ((k, getattr(cfg, k)) for k in COLD_START_FIELDS)}
+def _cold_start_fields(cfg: MARS2Config, level: str = "final") -> dict:
+    """The fields that make `cfg`'s cold start: its first level's, or (refine_from "own") its final level's."""
+    names = SECOND_FIELDS if level == "final" and cfg.refine_from == "own" else FIRST_FIELDS
+    return {k: asdict(v) if is_dataclass(v) else v for k, v in ((k, getattr(cfg, k)) for k in names)}
 
 
-def cold_start_key(cfg: MARS2Config) -> str:
-    """The name of `cfg`'s cold start: a hash of the fields that make it (COLD_START_FIELDS), its cache folder."""
-    return hashlib.sha256(json.dumps(_cold_start_fields(cfg), sort_keys=True).encode()).hexdigest()[:12]
+def cold_start_key(cfg: MARS2Config, level: str = "final") -> str:
+    """The name of `cfg`'s cold start (or of its first level): a hash of the fields that make it, its cache folder."""
+    return hashlib.sha256(json.dumps(_cold_start_fields(cfg, level), sort_keys=True).encode()).hexdigest()[:12]
 
 
 def cold_start_name(cfg: MARS2Config, cache: Path) -> str:
@@ -61,23 +71,38 @@ def cold_start_name(cfg: MARS2Config, cache: Path) -> str:
     return f"{where.name}:{digest.hexdigest()[:12]}"
 
 
-def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Path | None) -> list:
-    """Cold start once per (seed, cold-start fields); later runs (another lr, more steps) reuse it. A
-    stopped cold start resumes from its SFT checkpoints (`sft_ckpt` in its cache folder)."""
-    if cache is None:
-        return cold_start(cfg, train, sandbox, progress=False)
-    from coral.policy.hf import HFPolicy
+def _load(where: Path, n: int) -> list:
+    return [HFPolicy.load(where / f"agent{i}", batch_size=AGENT_BATCH_SIZE) for i in range(n)]
 
-    key = _cold_start_fields(cfg)
-    where = cache / cold_start_key(cfg)
-    if (where / "done").exists():
-        return [HFPolicy.load(where / f"agent{i}") for i in range(cfg.agents)]
-    policies = cold_start(cfg, train, sandbox, progress=False, checkpoint_dir=where / "sft_ckpt")
+
+def _keep(where: Path, policies: list, key: dict) -> None:
     for i, policy in enumerate(policies):
         policy.save(where / f"agent{i}")
     (where / "key.json").write_text(json.dumps(key, indent=2))
     (where / "done").touch()
-    shutil.rmtree(where / "sft_ckpt", ignore_errors=True)
+
+
+def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Path | None, progress: bool = False) -> list:
+    """Cold start once per (seed, cold-start fields); later runs (another lr, more steps) reuse it. Cached in
+    two levels, so that settings that differ only in the second SFT (refine_from "own") share the first. A
+    stopped cold start resumes from its SFT checkpoints (`sft_ckpt` / `ckpt` in its cache folder)."""
+    if cache is None:
+        return cold_start(cfg, train, sandbox, progress=progress)
+    first = cache / cold_start_key(cfg, "first")
+    if (first / "done").exists():
+        policies = _load(first, cfg.agents)
+    else:
+        policies = first_stage(cfg, train, sandbox, progress, checkpoint_dir=first / "sft_ckpt")
+        _keep(first, policies, _cold_start_fields(cfg, "first"))
+        shutil.rmtree(first / "sft_ckpt", ignore_errors=True)
+    final = cache / cold_start_key(cfg)
+    if final == first:
+        return policies
+    if (final / "done").exists():
+        return _load(final, cfg.agents)
+    refine_stage(cfg, policies, train, sandbox, progress, checkpoint_dir=final / "ckpt")
+    _keep(final, policies, _cold_start_fields(cfg))
+    shutil.rmtree(final / "ckpt", ignore_errors=True)
     return policies
 
 

@@ -4,6 +4,9 @@ A primitive is a list step (`xs -> xs`), a string step (`s -> s`) or a terminal 
 returns). Every phrase has a parameter where it makes sense ("multiply each by {k}" for k in 2..9), so
 compositions of three primitives already number in the tens of thousands.
 
+Most operations also have other idioms (IDIOMS: a comprehension, filter/map with a lambda, swapped
+operands) that compute the same value; tests check that every idiom agrees with `expr` on many inputs.
+
 This module does NOT compose primitives, generate tests or decide splits (see procedural.py); it only
 tabulates them and compiles each line once.
 """
@@ -37,15 +40,22 @@ class Primitive:
     group: str = ""  # steps of one group never follow each other (upper then lower is pointless)
     keeps_size: bool = False  # a step that never changes the length (maps, sorts)
     size_only: bool = False  # a terminal that only looks at the length: pointless after keeps_size
+    alts: tuple[str, ...] = ()  # other expressions that compute the same value (other idioms), see IDIOMS
 
     @property
     def trivial(self) -> bool:
         """`return xs` / `return s`: does not count towards the composition depth."""
         return self.terminal and self.expr == VAR[self.family]
 
-    def line(self) -> str:
-        var = VAR[self.family]
-        return f"    return {self.expr}" if self.terminal else f"    {var} = {self.expr}"
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """Every expression of this operation: the canonical `expr` first, then its other idioms."""
+        return (self.expr, *self.alts)
+
+    def line(self, expr: str | None = None) -> str:
+        """The code line of this operation, written with `expr` (one of `variants`; default `expr`)."""
+        var, expr = VAR[self.family], self.expr if expr is None else expr
+        return f"    return {expr}" if self.terminal else f"    {var} = {expr}"
 
     def plan_step(self) -> str:
         return self.phrase[0].upper() + self.phrase[1:] + "."
@@ -128,6 +138,49 @@ _STR_TERMINALS: list[tuple[str, str, str, Any, dict[str, Any]]] = [
 ]
 
 
+# Other idioms of an operation (same parameters as its expr): comprehension, filter/map with a lambda,
+# swapped operands, an explicit test. A task's gold codes are every combination of its lines' idioms, so the
+# cold start can learn that a task has several correct programs (procedural.gold_codes).
+_VOWEL_LOOP = '"".join(c for c in s if c.lower() not in "aeiou")'
+IDIOMS: dict[str, tuple[str, ...]] = {
+    "keep_even": ("[x for x in xs if not x % 2]", "list(filter(lambda x: x % 2 == 0, xs))"),
+    "keep_odd": ("[x for x in xs if x % 2]", "list(filter(lambda x: x % 2 == 1, xs))"),
+    "keep_gt": ("[x for x in xs if {k} < x]", "list(filter(lambda x: x > {k}, xs))"),
+    "keep_lt": ("[x for x in xs if {k} > x]", "list(filter(lambda x: x < {k}, xs))"),
+    "drop_eq": ("[x for x in xs if not x == {k}]", "list(filter(lambda x: x != {k}, xs))"),
+    "keep_mult": ("[x for x in xs if not x % {k}]", "list(filter(lambda x: x % {k} == 0, xs))"),
+    "mul": ("[{k} * x for x in xs]", "list(map(lambda x: x * {k}, xs))"),
+    "add": ("[{k} + x for x in xs]", "list(map(lambda x: x + {k}, xs))"),
+    "sub": ("[-{k} + x for x in xs]", "list(map(lambda x: x - {k}, xs))"),
+    "mod": ("list(map(lambda x: x % {k}, xs))",),
+    "floordiv": ("list(map(lambda x: x // {k}, xs))",),
+    "square": ("[x ** 2 for x in xs]", "list(map(lambda x: x * x, xs))"),
+    "negate": ("[0 - x for x in xs]", "list(map(lambda x: -x, xs))"),
+    "abs": ("list(map(abs, xs))",),
+    "cap": ("[min({k}, x) for x in xs]", "list(map(lambda x: min(x, {k}), xs))"),
+    "reverse": ("list(reversed(xs))",),
+    "sort_desc": ("sorted(xs)[::-1]",),
+    "take": ("xs[0:{k}]",),
+    "dedupe": ("[x for i, x in enumerate(xs) if x not in xs[:i]]",),
+    "max": ("max(xs) if xs else 0",),
+    "min": ("min(xs) if xs else 0",),
+    "first": ("xs[0] if len(xs) > 0 else 0",),
+    "last": ("xs[len(xs) - 1] if xs else 0",),
+    "swapcase": ('"".join(c.lower() if c.isupper() else c.upper() for c in s)',),
+    "reverse_s": ('"".join(reversed(s))',),
+    "no_vowels": (_VOWEL_LOOP, f'"".join([c for c in s if c not in {_VOWELS}])'),
+    "no_spaces": ('"".join(s.split(" "))', '"".join(c for c in s if c != " ")'),
+    "letters": ('"".join(filter(str.isalpha, s))',),
+    "digits": ('"".join(filter(str.isdigit, s))',),
+    "take_s": ("s[0:{k}]",),
+    "repeat": ("{k} * s",),
+    "double": ('"".join(c + c for c in s)',),
+    "replace": ('"".join("{b}" if c == "{a}" else c for c in s)',),
+    "dedupe_s": ('"".join(c for i, c in enumerate(s) if c not in s[:i])',),
+    "count_vowels": (f"len([c for c in s if c in {_VOWELS}])", f"sum(1 for c in s if c in {_VOWELS})"),
+    "count_char": ('sum(ch == "{c}" for ch in s)',),
+}
+
 _KEEPS_SIZE = {"mul", "add", "sub", "mod", "floordiv", "square", "negate", "abs", "cap", "prefix_sums",
                "upper", "lower", "swapcase", "replace", "rotate"}
 _SIZE_ONLY = {"count", "length"}
@@ -146,7 +199,8 @@ def _expand(table: list, family: Family, terminal: bool) -> list[Primitive]:
             else:
                 fields, suffix = ({"c": p} if isinstance(p, str) else {"k": p}), f"_{p}"
             out.append(Primitive(name=kind + suffix, kind=kind, family=family, terminal=terminal,
-                                 phrase=phrase.format(**fields), expr=expr.format(**fields), **flags))
+                                 phrase=phrase.format(**fields), expr=expr.format(**fields),
+                                 alts=tuple(a.format(**fields) for a in IDIOMS.get(kind, ())), **flags))
     return out
 
 

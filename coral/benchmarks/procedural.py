@@ -26,10 +26,14 @@ the test sets of seeds 0 .. test_seed_slots - 1 are pairwise disjoint (seed s + 
 seed s's compositions), and runs over several seeds average over independent test sets. The train and
 validation splits are drawn whole by every seed (their sets overlap across seeds).
 
+Gold codes: a composition has one canonical gold code (`gold_code`, the task's reference) and, through the
+other idioms of its primitives (primitives.IDIOMS), several equivalent ones (benchmarks/gold_codes.py).
+
 Tests: expected values come from running the composition here (trusted code from our own table).
 Private tests always include the edge cases (empty input, one element, all negative / odd characters)
 and are chosen greedily from a seeded pool so that they kill the first-order mutants (mutants.py) of the
-gold code that the pool can tell apart from it. Public tests are other inputs from the same pool.
+gold code that the pool can tell apart from it. Public tests are other inputs from the same pool. A test
+is `assert (got := candidate(x)) == y, repr(got)` (`report_output`), so a failure reports what came back.
 
 This module does NOT execute model code, tokenize, or write files.
 """
@@ -74,6 +78,9 @@ class ProceduralConfig:
     return_collection_fraction: float = 0.3  # share of tasks that return the list / string itself
     pool_size: int = 32  # candidate test inputs per task (edge cases come on top)
     max_len: int = 8  # longest generated list / string
+    # a failing test's message is the value the function returned, so feedback (and a refinement prompt)
+    # carries the failing input, the expected and the actual output; false: the assert alone
+    report_output: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_depth <= self.max_depth:
@@ -274,8 +281,12 @@ def _select_tests(comp: Composition, rng: random.Random, cfg: ProceduralConfig) 
     return [(x, expected[repr(x)]) for x in public], [(x, expected[repr(x)]) for x in private]
 
 
-def _assert_case(x: Any, y: Any) -> TestCase:
-    return TestCase(kind="assert", code=f"assert candidate({x!r}) == {y!r}")
+def _assert_case(x: Any, y: Any, report_output: bool = True) -> TestCase:
+    """`assert candidate(x) == y`; with `report_output` a failure's message is the value returned (its repr),
+    so feedback shows the input, the expected and the actual output."""
+    if not report_output:
+        return TestCase(kind="assert", code=f"assert candidate({x!r}) == {y!r}")
+    return TestCase(kind="assert", code=f"assert (got := candidate({x!r})) == {y!r}, repr(got)")
 
 
 # --------------------------------------------------------------------------- tasks
@@ -297,8 +308,8 @@ def build_task(comp: Composition, seed: int = 0, cfg: ProceduralConfig | None = 
         id=tid,
         prompt=f"{desc}\n{sig}\n",
         entry_point="f",
-        public_tests=tuple(_assert_case(x, y) for x, y in public),
-        private_tests=tuple(_assert_case(x, y) for x, y in private),
+        public_tests=tuple(_assert_case(x, y, cfg.report_output) for x, y in public),
+        private_tests=tuple(_assert_case(x, y, cfg.report_output) for x, y in private),
         reference=gold_code(comp),
         metadata={
             "source": "procedural",

@@ -81,6 +81,9 @@ class CoReCodeConfig:
     n_layers: int = 4  # tiny models' transformer layers
     sft: SFTConfig = field(default_factory=_default_sft)  # the cold start of each role (sft.seed comes from seed)
     sft_coder_epochs: float | None = None  # the coder's own SFT epochs (None: sft.epochs)
+    # distinct gold codes per task in the coder's SFT data (> 1: the task's idioms, so the coder samples among
+    # several correct programs instead of one)
+    sft_codes_per_task: int = 1
     sft_processes: int | None = None  # planner and coder SFT in parallel processes (None: one each, <= CPUs)
     rl: GRPOConfig = field(default_factory=_default_rl)  # the RL update of each trained role; rl.temperature samples
     # RL steps. 200: held-out sampled pass@1 rose in 6 of 6 runs over 3 seeds; at 60 and 100 within noise
@@ -230,7 +233,7 @@ def _check_counts(cfg: CoReCodeConfig) -> None:
         if getattr(cfg, name) < 1:
             raise ValueError(f"field {name!r} must be >= 1, got {getattr(cfg, name)}")
     for name in ("retrievals_per_task", "retriever_max_new_tokens", "rewrites_per_code", "sft_debug_mutants",
-                 "min_depth", "d_model", "n_layers", "sandbox_workers"):
+                 "min_depth", "d_model", "n_layers", "sandbox_workers", "sft_codes_per_task"):
         if getattr(cfg, name) < 1:
             raise ValueError(f"field {name!r} must be >= 1, got {getattr(cfg, name)}")
     for name in ("n_fresh_tasks", "eval_samples_per_task", "rl_steps", "lora_rank", "retrieved_examples", "debug_rounds",

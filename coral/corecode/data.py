@@ -1,8 +1,8 @@
 """Cold-start (SFT) data of every CoRe-Code role, from the procedural family's gold plans and codes:
 
-- planner: problem -> gold plan; coder: problem + gold plan -> gold code (train/sft.py's
-  `corecode_sft_examples`); with a retriever in the chain, both see the problem followed by the gold
-  retrieval, as they will in the chain (workflows/chain.py's `with_examples`).
+- planner: problem -> gold plan; coder: problem + gold plan -> gold code, or several distinct gold codes
+  (the task's idioms, `sft_codes_per_task`; `corecode_sft_examples`); with a retriever in the chain, both
+  see the problem followed by the gold retrieval, as they will in the chain (workflows/chain.py's `with_examples`).
 - retriever (MapCoder's self-retrieval): problem -> k solved training tasks of the same skeleton (same
   kinds of steps, other parameters), each its description and gold code. A task whose skeleton no other
   cold-start task shares has no gold retrieval and no retriever example.
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from coral.agents import TEMPLATES, PromptTemplate
+from coral.benchmarks.gold_codes import gold_solutions
 from coral.benchmarks.mutants import mutants
 from coral.benchmarks.procedural import parse_composition, skeleton
 from coral.sandbox import Sandbox
@@ -37,16 +38,17 @@ _DEBUG_CACHE: dict[tuple[str, int, int], list[tuple[str, str]]] = {}
 DEBUG_CACHE_MAX = 50_000
 
 
-def corecode_sft_examples(tasks: Sequence[Task]) -> dict[str, list[SFTExample]]:
-    """Gold data per role: planner (problem -> gold plan), coder (problem + gold plan -> gold code)."""
+def corecode_sft_examples(tasks: Sequence[Task], codes_per_task: int = 1, seed: int = 0) -> dict[str, list[SFTExample]]:
+    """Gold data per role: planner (problem -> gold plan), coder (problem + gold plan -> gold code; with
+    `codes_per_task` > 1 that many distinct gold codes of a procedural task, its idioms, a seeded draw)."""
     data: dict[str, list[SFTExample]] = {"planner": [], "coder": []}
     for task in tasks:
         plan = task.metadata.get("gold_plan")
         if task.reference is None or not plan:
             raise ValueError(f"task {task.id!r} has no reference code or gold_plan for SFT")
         data["planner"].append(SFTExample(TEMPLATES["planner"].render({"problem": task.prompt}), plan))
-        data["coder"].append(SFTExample(TEMPLATES["coder"].render({"problem": task.prompt, "plan": plan}),
-                                        code_block(task.reference)))
+        prompt = TEMPLATES["coder"].render({"problem": task.prompt, "plan": plan})
+        data["coder"] += [SFTExample(prompt, code_block(code)) for code in gold_solutions(task, codes_per_task, seed)]
     return data
 
 
@@ -127,7 +129,7 @@ def debugger_examples(tasks: Sequence[Task], per_task: int, seed: int, sandbox: 
 
 def cold_start_examples(tasks: Sequence[Task], roles: Sequence[str], *, k: int = 1, seed: int = 0,
                         mutants_per_task: int = 1, sandbox: SandboxProtocol | None = None,
-                        workers: int = 2) -> dict[str, list[SFTExample]]:
+                        workers: int = 2, codes_per_task: int = 1) -> dict[str, list[SFTExample]]:
     """SFT examples of each of `roles` (retriever, planner, coder, debugger) from `tasks`."""
     data: dict[str, list[SFTExample]] = {}
     if "retriever" in roles:
@@ -138,9 +140,9 @@ def cold_start_examples(tasks: Sequence[Task], roles: Sequence[str], *, k: int =
         data["retriever"] = [SFTExample(template.render({"problem": t.prompt.strip()}), gold[t.id])
                              for t in tasks if t.id in gold]
         shown = [_with_gold(t, gold.get(t.id, "")) for t in tasks]
-        data.update(corecode_sft_examples(shown))
+        data.update(corecode_sft_examples(shown, codes_per_task, seed))
     else:
-        data.update(corecode_sft_examples(tasks))
+        data.update(corecode_sft_examples(tasks, codes_per_task, seed))
     if "debugger" in roles:
         data["debugger"] = debugger_examples(tasks, mutants_per_task, seed, sandbox, workers)
     return {role: data[role] for role in roles}

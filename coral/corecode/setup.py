@@ -39,7 +39,8 @@ def cold_start_data(cfg: CoReCodeConfig, tasks: Sequence[Task], sandbox: Sandbox
     """SFT examples of each of `roles` (default: the chain's) from `tasks` (the debugger's judge mutants in
     `sandbox`, or in one opened for the call)."""
     return cold_start_examples(tasks, cfg.chain_roles if roles is None else roles, k=max(cfg.retrieved_examples, 1), seed=cfg.seed,
-                               mutants_per_task=cfg.sft_debug_mutants, sandbox=sandbox, workers=cfg.sandbox_workers)
+                               mutants_per_task=cfg.sft_debug_mutants, sandbox=sandbox, workers=cfg.sandbox_workers,
+                               codes_per_task=cfg.sft_codes_per_task)
 
 
 def build_policies(cfg: CoReCodeConfig, train: Sequence[Task],

@@ -7,9 +7,9 @@ fraction on all tests of the training task) -> shaped rewards per tree (parent/s
 agent that wrote them -> one update per agent. `agents=1, algorithm="best_of_n"` is plain
 single-agent GRPO with one group per task, at the same node budget.
 
-Cold start: each agent is SFT'd on solve examples (problem -> gold code) and refine examples
-(problem + a mutant of the gold code + its public-test feedback -> gold code). This module does NOT
-implement the search or the reward math (train/tree_rewards.py).
+Cold start (cold_start.py): each agent is SFT'd on solve examples (problem -> gold code) and refine
+examples (problem + a code + its public-test feedback -> a code). This module does NOT implement the
+search or the reward math (tree_rewards.py).
 """
 
 from __future__ import annotations
@@ -18,24 +18,31 @@ import copy
 import json
 import random
 import shutil
-import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 
-from coral.agents import TEMPLATES, make_agent
+from coral.agents import make_agent
 from coral.benchmarks.metrics import paired_change
-from coral.benchmarks.mutants import mutants
 from coral.benchmarks.splits import ProceduralSplits, build_tasks
+from coral.mars2.cold_start import (  # noqa: F401 - cold_start, sft_agents, solve_sft_examples: re-exported
+    build_agents,
+    cold_start,
+    first_stage_examples,
+    refine_sft_examples,
+    refine_stage,
+    sft_agents,
+    solve_sft_examples,
+    tokenizer_examples,
+)
 from coral.mars2.tree import TreeConfig, search, tree_metrics
 from coral.mars2.tree_rewards import tree_advantages
 from coral.policy.base import SamplingParams
 from coral.policy.hf import HFPolicy
-from coral.policy.tiny import build_model, build_tokenizer
 from coral.report.recipes import finish, mars2_report
 from coral.sandbox import Sandbox
 from coral.sandbox.protocol import SandboxProtocol
@@ -46,12 +53,10 @@ from coral.train.checkpoints import TrainedAgent
 from coral.train.grpo import AgentLearner, GRPOConfig, check_recipe_owned, reward_spread, saved_references
 from coral.train.loop import Run, drive, log_evaluation, log_sft_curves, new_state
 from coral.train.rewards import CodeReward, RewardFn
-from coral.train.sft import SFTConfig, SFTExample, code_block
-from coral.train.sft_parallel import train_sft_many
+from coral.train.sft import SFTConfig
 from coral.trajectory import Task
-from coral.workflows.common import judge
 
-AGENT_SHAPES = ((128, 4), (96, 3), (128, 3), (96, 4))  # (d_model, n_layers): the agents are different models
+AGENT_SHAPES = ((128, 4), (96, 3), (128, 3), (96, 4))  # (d_model, n_layers) of agents 0-3 unless agent_shapes says
 
 
 def _default_sft() -> SFTConfig:
@@ -79,7 +84,20 @@ class MARS2Config:
     agents: int = 2  # tiny agents of different shapes that share each tree
     sft: SFTConfig = field(default_factory=_default_sft)  # each agent's cold start (sft.seed comes from seed)
     sft_processes: int | None = None  # agents' cold starts in parallel processes (None: one each, <= CPUs)
-    refine_examples: int = 1000  # cold-start examples of refining a failing mutant from its feedback
+    # the cold start (cold_start.py). Gold codes per task in the solve examples (> 1: distinct idioms, drawn per agent)
+    solutions_per_task: int = 1
+    refine_examples: int = 1000  # cold-start refine examples (per agent with refine_from "own")
+    # "mutants": a failing mutant of the gold code -> the gold code; "own": after a first SFT, the agent's own codes
+    # (failing -> the nearest gold code, passing -> kept), then a second SFT (refine_sft) on them and the solve examples
+    refine_from: Literal["mutants", "own"] = "mutants"
+    refine_samples_per_task: int = 1  # "own": codes each agent writes per task to refine
+    # "own": the tasks those codes answer: 0, the cold start's training tasks; n, n other train-split tasks
+    # (known skeletons, new parameters) that the first SFT never saw
+    refine_tasks: int = 0
+    refine_keep_fraction: float = 0.3  # "own": most of the refine examples that keep a passing code
+    refine_sft: SFTConfig = field(default_factory=lambda: SFTConfig(epochs=1.0, lr=1e-3, batch_size=32))  # "own": second SFT
+    # (d_model, n_layers) of each agent (None: AGENT_SHAPES, the agents are models of different shapes)
+    agent_shapes: tuple[tuple[int, int], ...] | None = None
     rl: GRPOConfig = field(default_factory=_default_rl)  # each agent's RL update; rl.temperature samples
     rl_steps: int = 10  # RL steps
     tasks_per_step: int = 16  # training tasks (trees) per RL step
@@ -100,8 +118,19 @@ class MARS2Config:
     resume: bool = True  # continue from out_dir's latest checkpoint (false: start over)
 
     def __post_init__(self) -> None:
-        if not 1 <= self.agents <= len(AGENT_SHAPES):
-            raise ValueError(f"field 'agents' must be in 1..{len(AGENT_SHAPES)}, got {self.agents}")
+        if not 1 <= self.agents <= len(self.shapes):
+            raise ValueError(f"field 'agents' must be in 1..{len(self.shapes)} (agent_shapes), got {self.agents}")
+        if any(len(s) != 2 or min(s) < 1 for s in self.shapes):
+            raise ValueError(f"field 'agent_shapes' must hold (d_model, n_layers) pairs, got {self.agent_shapes}")
+        if self.refine_from not in ("mutants", "own"):
+            raise ValueError(f"field 'refine_from' must be 'mutants' or 'own', got {self.refine_from!r}")
+        for name in ("solutions_per_task", "refine_samples_per_task"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
+        if self.refine_tasks < 0:
+            raise ValueError(f"field 'refine_tasks' must be >= 0, got {self.refine_tasks}")
+        if not 0 <= self.refine_keep_fraction <= 1:
+            raise ValueError(f"field 'refine_keep_fraction' must be in [0, 1], got {self.refine_keep_fraction}")
         for name in ("n_train_tasks", "n_test_tasks", "tasks_per_step", "max_nodes_per_tree", "max_new_tokens",
                      "checkpoint_every_steps", "min_depth", "sandbox_workers"):
             if getattr(self, name) < 1:
@@ -120,6 +149,14 @@ class MARS2Config:
         check_recipe_owned(self.sft, self.rl, advantage_used=False)
 
     @property
+    def shapes(self) -> tuple[tuple[int, int], ...]:
+        """(d_model, n_layers) of each agent slot."""
+        if self.agent_shapes is None:
+            return AGENT_SHAPES
+        # as given (a pair of the wrong length is refused by name in __post_init__, which reads this)
+        return tuple(cast("tuple[int, int]", tuple(s)) for s in self.agent_shapes)
+
+    @property
     def splits(self) -> ProceduralSplits:
         return ProceduralSplits(seed=self.seed, n_train_tasks=self.n_train_tasks, n_test_tasks=self.n_test_tasks,
                                 min_depth=self.min_depth, max_depth=self.max_depth)
@@ -135,82 +172,6 @@ def node_advantages(tree: Any, rewards: Sequence[float], cfg: MARS2Config) -> li
     gamma = cfg.gamma if cfg.shaping else 0.0  # gamma 0: r~ = r, the unshaped ablation
     groups = [n.agent for n in tree.nodes] if cfg.advantage_group == "tree_agent" else None
     return tree_advantages(parents, full, gamma=gamma, lam=cfg.lam, groups=groups).tolist()
-
-
-def refine_sft_examples(tasks: Sequence[Task], sandbox: SandboxProtocol, limit: int, seed: int) -> list[Any]:
-    """(problem + mutant + its public feedback -> gold code) for up to `limit` tasks whose mutant
-    fails a public test (a mutant that passes them teaches nothing about feedback)."""
-
-    rng = random.Random(seed)
-    picked = []
-    for task in rng.sample(list(tasks), min(len(tasks), 2 * limit)):
-        try:
-            options = mutants(task)
-        except ValueError:
-            continue
-        if options:
-            picked.append((task, rng.choice(options)))
-    results = judge(sandbox, [t for t, _ in picked], [m for _, m in picked])
-    out = []
-    for (task, mutant), verdicts in zip(picked, results, strict=True):
-        public = verdicts.public
-        if public.passed:
-            continue
-        ctx = {"problem": task.prompt.strip(), "code": mutant, "feedback": public.feedback(task.public_tests)}
-        out.append(SFTExample(TEMPLATES["refiner"].render(ctx), code_block(_gold(task))))
-        if len(out) == limit:
-            break
-    return out
-
-
-def solve_sft_examples(tasks: Sequence[Task]) -> list[Any]:
-
-    return [SFTExample(TEMPLATES["solver"].render({"problem": t.prompt.strip()}), code_block(_gold(t)))
-            for t in tasks]
-
-
-def _gold(task: Task) -> str:
-    if task.reference is None:
-        raise ValueError(f"task {task.id!r} has no reference solution for SFT")
-    return task.reference
-
-
-def cold_start_examples(cfg: MARS2Config, train: Sequence[Task], sandbox: SandboxProtocol) -> list[Any]:
-    """Every agent's SFT examples: solve (problem -> gold code) and refine (mutant + feedback -> gold code)."""
-    return solve_sft_examples(train) + refine_sft_examples(train, sandbox, cfg.refine_examples, cfg.seed)
-
-
-def build_agents(cfg: MARS2Config, examples: Sequence[Any]) -> list[Any]:
-    """Fresh tiny agents of different shapes (AGENT_SHAPES), with one tokenizer trained on the examples."""
-
-    corpus = [m["content"] for ex in examples for m in ex.messages] + [ex.completion for ex in examples]
-    tokenizer = build_tokenizer(corpus)
-    policies = []
-    for i in range(cfg.agents):
-        d_model, n_layers = AGENT_SHAPES[i]
-        model = build_model(tokenizer, seed=cfg.seed * 10 + i, d_model=d_model, n_layers=n_layers)
-        policies.append(HFPolicy(model, tokenizer, name=f"tiny{i}"))
-    return policies
-
-
-def sft_agents(cfg: MARS2Config, policies: Sequence[HFPolicy], examples: Sequence[Any], progress: bool = True,
-               checkpoint_dir: Path | None = None) -> dict[str, list[float]]:
-    """SFT every agent in place (agent i with data seed cfg.seed + i); with `checkpoint_dir`, each agent's
-    SFT state is kept there and resumed after a crash. Returns each agent's loss curve."""
-    jobs = {f"agent{i}": (p, examples, replace(cfg.sft, seed=cfg.seed + i)) for i, p in enumerate(policies)}
-    checkpoints = {name: checkpoint_dir / f"{name}.pt" for name in jobs} if checkpoint_dir is not None else None
-    with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
-        return train_sft_many(jobs, work, progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
-
-
-def cold_start(cfg: MARS2Config, train: Sequence[Task], sandbox: SandboxProtocol, progress: bool = True,
-               checkpoint_dir: Path | None = None) -> list[Any]:
-    """Fresh tiny agents of different shapes, each SFT'd on solve + refine examples (resumed from
-    `checkpoint_dir` after a kill, as sft_agents)."""
-    examples = cold_start_examples(cfg, train, sandbox)
-    policies = build_agents(cfg, examples)
-    sft_agents(cfg, policies, examples, progress, checkpoint_dir=checkpoint_dir)
-    return policies
 
 
 def make_tree_agents(cfg: MARS2Config, policies: Sequence[HFPolicy]) -> list[Any]:
@@ -295,6 +256,7 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[HFPolicy] | None = None, ta
         policies, fresh = _initial_policies(cfg, run, policies, train, sandbox, progress)
         if fresh is not None:  # a cold start is needed: no checkpoint holds its result yet
             log_sft_curves(run.out, sft_agents(cfg, policies, fresh, progress, checkpoint_dir=run.out / "sft_ckpt"))
+            refine_stage(cfg, policies, train, sandbox, progress, checkpoint_dir=run.out / "sft_ckpt")
         refs = cold_references(cfg, run.out / "cold_start", policies, saved=cfg.resume and run.latest() is not None)
         learners = [AgentLearner(f"agent{i}", p, cfg.rl, reference=refs[i]) for i, p in enumerate(policies)]
         agents = {f"agent{i}": TrainedAgent(p, lrn) for i, (p, lrn) in enumerate(zip(policies, learners, strict=True))}
@@ -360,14 +322,16 @@ def cold_references(cfg: MARS2Config, where: Path, policies: Sequence[HFPolicy],
 
 def _initial_policies(cfg: MARS2Config, run: Run, given: Sequence[Any] | None, train: Sequence[Task], sandbox: SandboxProtocol,
                       progress: bool) -> tuple[list[Any], list[Any] | None]:
-    """(policies, cold-start examples): copies of `given` (no cold start), or fresh agents and the examples
-    to SFT them on unless the run's latest checkpoint already holds their trained weights."""
+    """(policies, each agent's first cold-start examples): copies of `given` (no cold start), or fresh agents
+    and the examples to SFT them on unless the run's latest checkpoint already holds their trained weights."""
     if given:
         if len(given) != cfg.agents:
             raise ValueError(f"train_mars2: {len(given)} policies given for agents={cfg.agents}")
         return [copy.deepcopy(p) for p in given], None
-    examples = cold_start_examples(cfg, train, sandbox)
+    mutant_refine = refine_sft_examples(train, sandbox, cfg.refine_examples, cfg.seed)
+    examples = first_stage_examples(cfg, train, mutant_refine)
     resuming = cfg.resume and run.latest() is not None
     if progress and not resuming:
-        print(f"cold start: {cfg.agents} agents, {len(examples)} examples each, {cfg.sft.epochs} epochs", flush=True)
-    return build_agents(cfg, examples), None if resuming else examples
+        print(f"cold start: {cfg.agents} agents, {len(examples[0])} examples each, {cfg.sft.epochs} epochs"
+              + (", then their own refine examples" if cfg.refine_from == "own" else ""), flush=True)
+    return build_agents(cfg, tokenizer_examples(cfg, train, mutant_refine)), None if resuming else examples

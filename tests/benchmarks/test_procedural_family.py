@@ -120,7 +120,7 @@ def test_difficulty_is_within_the_requested_depth_range():
 def test_tests_include_the_empty_input_and_have_the_requested_counts(train_tasks):
     for task in train_tasks:
         assert len(task.public_tests) == 3 and len(task.private_tests) == 8
-        assert task.private_tests[0].code.startswith(("assert candidate([])", "assert candidate('')"))
+        assert task.private_tests[0].code.startswith(("assert (got := candidate([]))", "assert (got := candidate(''))"))
 
 
 def test_public_and_private_inputs_do_not_overlap(train_tasks):

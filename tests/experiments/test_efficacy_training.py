@@ -129,7 +129,7 @@ def test_a_tiny_mars2_study_chooses_lrs_on_validation_and_reports_every_variant(
     monkeypatch.setattr(sys.modules["experiments.mars2_compare"], "cached_cold_start", lambda cfg, train, sandbox, cache: tiny)
     md = tmp_path / "efficacy.md"
     fields = {"seeds": [0, 1], "rl_steps": 1, "lrs": [1e-4, 2e-4], "n_val_tasks": 2, "n_test_tasks": 2,
-              "max_nodes_per_tree": 2, "tasks_per_step": 2, "n_train_tasks": 20, "max_new_tokens": 8,
+              "max_nodes_per_tree": 2, "tasks_per_step": 2, "mars2": {"n_train_tasks": 20}, "max_new_tokens": 8,
               "out": str(tmp_path / "out"), "results_md": str(md)}
 
     def study(**changes):
@@ -180,7 +180,8 @@ def test_a_tiny_corecode_ablation_reports_every_variant_and_the_single_coder(tra
     md = tmp_path / "efficacy.md"
     tiny = {"n_train_tasks": 40, "d_model": 32, "n_layers": 1, "plans_per_task": 2, "codes_per_plan": 2,
             "max_new_tokens": 16, "sandbox_workers": 1}
-    fields = {"seeds": [0], "rl_steps": 1, "sft_epochs": 0.5, "n_test_tasks": 3, "tasks_per_step": 2,
+    tiny["sft"] = {"epochs": 0.5}
+    fields = {"seeds": [0], "rl_steps": 1, "n_test_tasks": 3, "tasks_per_step": 2,
               "eval_samples_per_task": 2, "corecode": tiny, "out": str(tmp_path / "out"), "results_md": str(md)}
     monkeypatch.setattr(sys, "argv", ["efficacy.py", "corecode", "--set", json.dumps(fields)])
     load_experiment("efficacy").main()
@@ -254,19 +255,42 @@ def test_a_cached_cold_start_keeps_its_sft_checkpoints_in_its_cache_folder_until
     compare = sys.modules["experiments.mars2_compare"]
     seen = []
 
-    def fake_cold_start(cfg, train, sandbox, progress=True, checkpoint_dir=None):
+    def fake_first_stage(cfg, train, sandbox, progress=True, checkpoint_dir=None):
         checkpoint_dir.mkdir(parents=True)
         (checkpoint_dir / "agent0.pt").write_text("state")
         seen.append(checkpoint_dir)
         return [tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(cfg.agents)]
 
-    monkeypatch.setattr(compare, "cold_start", fake_cold_start)
+    monkeypatch.setattr(compare, "first_stage", fake_first_stage)
     cfg = MARS2Config(seed=3)
     compare.cached_cold_start(cfg, [], None, tmp_path)
     (where,) = [p.parent for p in seen]
     assert where.parent == tmp_path and seen[0].name == "sft_ckpt"
     assert (where / "done").exists() and not seen[0].exists()  # done: the checkpoints go
     assert len(compare.cached_cold_start(cfg, [], None, tmp_path)) == cfg.agents and len(seen) == 1  # read back
+
+
+def test_an_own_refine_cold_start_shares_its_first_level_with_settings_that_differ_only_in_the_second(training, tmp_path,
+                                                                                                    monkeypatch):
+    import sys
+    from dataclasses import replace
+
+    from coral.mars2.recipe import MARS2Config
+    from coral.policy import tiny_policy
+
+    compare = sys.modules["experiments.mars2_compare"]
+    firsts, seconds = [], []
+    monkeypatch.setattr(compare, "first_stage", lambda cfg, train, sandbox, progress=True, checkpoint_dir=None: (
+        firsts.append(checkpoint_dir), [tiny_policy(seed=0, d_model=32, n_layers=1)])[1])
+    monkeypatch.setattr(compare, "refine_stage", lambda cfg, policies, train, sandbox, progress=True, checkpoint_dir=None:
+                        seconds.append((cfg.refine_keep_fraction, checkpoint_dir)))
+    own = MARS2Config(seed=3, agents=1, refine_from="own")
+    compare.cached_cold_start(own, [], None, tmp_path)
+    compare.cached_cold_start(replace(own, refine_keep_fraction=0.1), [], None, tmp_path)
+    assert len(firsts) == 1 and [k for k, _ in seconds] == [own.refine_keep_fraction, 0.1]  # one first SFT for both
+    assert seconds[0][1].parent != seconds[1][1].parent  # each second level in its own folder
+    assert compare.cold_start_key(own) != compare.cold_start_key(own, "first")
+    assert compare.cold_start_key(MARS2Config(seed=3)) == compare.cold_start_key(MARS2Config(seed=3), "first")
 
 
 def test_a_cold_starts_name_changes_with_its_weights_not_only_its_config(training, tmp_path, monkeypatch):
@@ -278,7 +302,7 @@ def test_a_cold_starts_name_changes_with_its_weights_not_only_its_config(trainin
 
     compare = sys.modules["experiments.mars2_compare"]
     trained = iter([0, 1])
-    monkeypatch.setattr(compare, "cold_start", lambda cfg, train, sandbox, progress=True, checkpoint_dir=None: [
+    monkeypatch.setattr(compare, "first_stage", lambda cfg, train, sandbox, progress=True, checkpoint_dir=None: [
         tiny_policy(seed=next(trained), d_model=32, n_layers=1)])
     cfg = MARS2Config(seed=3, agents=1)
     with pytest.raises(FileNotFoundError, match="no finished cold start"):
@@ -289,3 +313,20 @@ def test_a_cold_starts_name_changes_with_its_weights_not_only_its_config(trainin
     shutil.rmtree(tmp_path / compare.cold_start_key(cfg))  # the cache deleted, the same config trained again
     compare.cached_cold_start(cfg, [], None, tmp_path)
     assert compare.cold_start_name(cfg, tmp_path) != first
+
+
+def test_agents_read_back_from_the_cache_sample_in_batches_of_agent_batch_size(training, tmp_path, monkeypatch):
+    # a cold start saved with the default batch of 16 mined 2000 own-refine tasks 16 prompts at a time
+    import sys
+
+    from coral.mars2.cold_start import AGENT_BATCH_SIZE
+    from coral.mars2.recipe import MARS2Config
+    from coral.policy import tiny_policy
+
+    compare = sys.modules["experiments.mars2_compare"]
+    monkeypatch.setattr(compare, "first_stage", lambda cfg, train, sandbox, progress=True, checkpoint_dir=None: [
+        tiny_policy(seed=i, d_model=32, n_layers=1) for i in range(cfg.agents)])
+    cfg = MARS2Config(seed=3)
+    made = compare.cached_cold_start(cfg, [], None, tmp_path)
+    assert made[0].batch_size != AGENT_BATCH_SIZE  # saved with another batch size
+    assert [p.batch_size for p in compare.cached_cold_start(cfg, [], None, tmp_path)] == [AGENT_BATCH_SIZE] * cfg.agents

@@ -1,0 +1,93 @@
+"""The testbed's measures on hand-computed values, and one tiny end-to-end measurement."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from experiments.testbed_measures import (
+    agent_figures,
+    failure_correlation,
+    flat_share,
+    mean_pass_at_k,
+    refine_figures,
+    token_entropy,
+)
+
+
+def test_flat_share_counts_groups_whose_rewards_are_all_equal():
+    assert flat_share([[1, 1, 1], [0, 0], [0, 1], [0.5, 0.5, 0.25]]) == 0.5
+    assert flat_share([[1.0]]) == 1.0
+
+
+def test_mean_pass_at_k_is_the_unbiased_estimator_averaged_over_tasks():
+    # n=4, c=1: pass@1 = 1/4, pass@2 = 1 - C(3,2)/C(4,2) = 1 - 3/6 = 1/2; n=4, c=0: 0; n=4, c=4: 1
+    counts = [(4, 1), (4, 0), (4, 4)]
+    assert mean_pass_at_k(counts, 1) == pytest.approx((0.25 + 0 + 1) / 3)
+    assert mean_pass_at_k(counts, 2) == pytest.approx((0.5 + 0 + 1) / 3)
+
+
+def test_token_entropy_is_the_token_mean_of_minus_log_p():
+    assert token_entropy([[-1.0, -2.0], [-3.0]]) == pytest.approx(2.0)
+    assert math.isnan(token_entropy([]))
+
+
+def test_failure_correlation_is_one_for_agents_failing_the_same_tasks_and_minus_one_for_opposite_tasks():
+    a = {"t1": 0.0, "t2": 1.0, "t3": 0.5}
+    assert failure_correlation(a, dict(a)) == pytest.approx(1.0)
+    assert failure_correlation(a, {"t1": 1.0, "t2": 0.0, "t3": 0.5}) == pytest.approx(-1.0)
+    assert math.isnan(failure_correlation(a, {"t1": 1.0, "t2": 1.0, "t3": 1.0}))  # constant: undefined
+    with pytest.raises(ValueError, match="different tasks"):
+        failure_correlation(a, {"t1": 1.0})
+
+
+def test_refine_figures_compare_a_failing_parents_refinement_with_the_other_fresh_samples_of_its_task():
+    # task a: samples [F, F, T, T]; task b: [T, T]
+    samples = {"a": [False, False, True, True], "b": [True, True]}
+    parents = [("a", False), ("a", False), ("a", True), ("b", True), ("b", True)]
+    refined = [True, False, True, True, False]
+    out = refine_figures(parents, refined, samples)
+    assert out["refine_fail"] == 0.5  # 1 of the 2 failing parents' refinements passes
+    # each failing parent of task a: the other three samples [F, T, T] pass 2/3
+    assert out["fresh_same_tasks"] == pytest.approx(2 / 3)
+    assert out["keep"] == pytest.approx(2 / 3)  # 2 of 3 passing parents stay passing
+    assert (out["failing_parents"], out["passing_parents"]) == (2.0, 3.0)
+
+
+def test_agent_figures_give_the_relative_gap_of_the_per_sample_pass_rates():
+    out = agent_figures([{"t1": 0.5, "t2": 0.3}, {"t1": 0.4, "t2": 0.2}])
+    assert out["agent0_pass"] == pytest.approx(0.4) and out["agent1_pass"] == pytest.approx(0.3)
+    assert out["agent_gap"] == pytest.approx(0.25)  # |0.4 - 0.3| / 0.4
+    assert out["failure_correlation"] == pytest.approx(1.0)
+
+
+@pytest.mark.slow  # two tiny cold starts (MARS2 with its own-refine stage, CoRe-Code) and every measure: about a minute
+def test_a_tiny_setting_is_measured_end_to_end_and_its_row_written_to_the_table(tmp_path):
+    from experiments.testbed import TestbedConfig, measure
+
+    tiny = {"n_train_tasks": 40, "agent_shapes": [[32, 1], [32, 1]], "sft": {"epochs": 0.3, "batch_size": 8},
+            "refine_from": "own", "refine_examples": 10, "refine_sft": {"epochs": 0.3, "batch_size": 8},
+            "max_new_tokens": 16, "solutions_per_task": 2, "sft_processes": 1}
+    cfg = TestbedConfig(name="tiny", mars2=tiny, corecode={"n_train_tasks": 40, "d_model": 32, "n_layers": 1,
+                                                           "sft": {"epochs": 0.3, "batch_size": 8}, "max_new_tokens": 16,
+                                                           "sft_processes": 1},
+                        n_val_tasks=3, samples=2, tree_nodes=2, out=str(tmp_path), cold_cache=str(tmp_path / "cold"),
+                        results_md=str(tmp_path / "r.md"))
+    row = measure(cfg)
+    for key in ("agent0_entropy", "agent1_flat_groups", "agent0_refine_fail", "agent_gap", "tree_flat", "coder_flat@4x2",
+                "chain_pass@8@4x2", "coder_flat_fraction@2x4"):
+        assert key in row["figures"]
+    assert json.loads((tmp_path / "rows.jsonl").read_text())["name"] == "tiny"
+    assert "| tiny |" in (tmp_path / "r.md").read_text()
+    again = measure(cfg)  # cold starts read back from the cache: nothing trained twice
+    assert again["cold_start"] == row["cold_start"]
+
+
+def test_a_setting_may_measure_no_trees_but_not_a_negative_number_of_nodes():
+    from experiments.testbed import TestbedConfig
+
+    assert TestbedConfig(tree_nodes=0).tree_nodes == 0
+    with pytest.raises(ValueError, match="tree_nodes"):
+        TestbedConfig(tree_nodes=-1)
