@@ -22,7 +22,7 @@ from coral.trajectory import ExecutionResult, Task, TestCase
 from coral.workflows.chain import ChainConfig, run_chain
 from tests.policy.smollm2_support import ADD_TESTS, smollm2_file_or_skip
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]  # 300 s at load 10 were not enough
 STEPS = 3
 
 TASKS = [

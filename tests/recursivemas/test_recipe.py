@@ -45,4 +45,5 @@ def test_coral_train_runs_the_recipe_then_resumes_and_evaluates(tmp_path, capsys
         summary = eval_run(run, workflow) if workflow == "recursive" else eval_workflow(cfg, workflow)
         assert set(summary) == {"accuracy", "decoded_tokens_per_sample", "wall_s_per_sample"}
         lines = (run / f"eval_{workflow}_R1.jsonl").read_text().splitlines()
-        assert len(lines) == 2 and "decoded_tokens" in json.loads(lines[0])
+        record = json.loads(lines[0])  # the one sample schema of coral eval: decoded tokens on the answer's turn
+        assert len(lines) == 2 and record["workflow"] == workflow and record["turns"][0]["completion_tokens"] > 0
