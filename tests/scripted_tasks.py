@@ -41,7 +41,7 @@ class InProcessSandbox:
             results.append(Result("pass" if ok else "fail"))
         return ExecutionResult(tests=tuple(results))
 
-    def run_many(self, jobs: Sequence) -> list[ExecutionResult]:
+    def run_many(self, jobs: Sequence, progress: bool = False) -> list[ExecutionResult]:
         self.batches.append(len(jobs))
         return [self._run(job) for job in jobs]
 

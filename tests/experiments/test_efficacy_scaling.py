@@ -77,7 +77,7 @@ def test_node_stats_split_fresh_answers_refinements_and_agents(scaling):
 class HashSandbox:
     """Each test passes or fails by a hash of (code, test): varied, deterministic scores without running code."""
 
-    def run_many(self, jobs):
+    def run_many(self, jobs, progress=False):
         import hashlib
 
         return [ExecutionResult(tests=tuple(
