@@ -255,15 +255,10 @@ class Turn:
     rewrite: Rewrite | None = None
 
 
-@dataclass
-class Trajectory:
-    """One run of a workflow on one task: its turns, the code it ended with and that code's verdicts."""
+class _Judged:
+    """The public and private results of a record that holds `verdicts` (None before its code is judged)."""
 
-    task_id: str
-    turns: list[Turn] = field(default_factory=list)
-    code: str | None = None
-    verdicts: Verdicts | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
+    verdicts: Verdicts | None
 
     @property
     def public(self) -> ExecutionResult | None:
@@ -272,6 +267,17 @@ class Trajectory:
     @property
     def private(self) -> ExecutionResult | None:
         return self.verdicts.private if self.verdicts is not None else None
+
+
+@dataclass
+class Trajectory(_Judged):
+    """One run of a workflow on one task: its turns, the code it ended with and that code's verdicts."""
+
+    task_id: str
+    turns: list[Turn] = field(default_factory=list)
+    code: str | None = None
+    verdicts: Verdicts | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -282,7 +288,7 @@ class Trajectory:
 
 
 @dataclass
-class Node:
+class Node(_Judged):
     """A node of a search tree (MARS2). `parent` is the index of the parent node in the tree's node
     list, None only for the root (which holds no code and no verdicts)."""
 
@@ -296,14 +302,6 @@ class Node:
     visits: int = 0
     value: float = 0.0
     children: list[int] = field(default_factory=list)
-
-    @property
-    def public(self) -> ExecutionResult | None:
-        return self.verdicts.public if self.verdicts is not None else None
-
-    @property
-    def private(self) -> ExecutionResult | None:
-        return self.verdicts.private if self.verdicts is not None else None
 
     @property
     def score(self) -> float:
