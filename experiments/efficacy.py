@@ -15,7 +15,8 @@ This script does NOT hold any study logic; it parses the command line and calls 
 from __future__ import annotations
 
 import argparse
-import json
+
+from experiments.efficacy_protocol import set_fields
 
 STUDIES = {  # name -> (module, config class, entry point)
     "scaling": ("efficacy_scaling", "ScalingConfig", "run"),
@@ -27,16 +28,13 @@ STUDIES = {  # name -> (module, config class, entry point)
 def main(argv: list[str] | None = None) -> None:
     import importlib
 
-    from coral.config import UserInputError, from_mapping
+    from coral.config import from_mapping
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("study", choices=sorted(STUDIES))
     ap.add_argument("--set", default="{}", help="JSON of config fields, e.g. '{\"seeds\": [0, 1, 2], \"n_test_tasks\": 40}'")
     args = ap.parse_args(argv)
-    try:
-        fields = json.loads(args.set)
-    except json.JSONDecodeError as exc:
-        raise UserInputError(f"--set: not JSON ({exc})") from None
+    fields = set_fields(args.set)
     module_name, cls_name, entry = STUDIES[args.study]
     module = importlib.import_module(f"experiments.{module_name}")
     cfg = from_mapping(getattr(module, cls_name) if hasattr(module, cls_name) else

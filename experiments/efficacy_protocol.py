@@ -27,7 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from coral.benchmarks.metrics import paired_change
+from coral.config import UserInputError
 from coral.report.error_bars import mean_se
+
+
+def set_fields(text: str) -> dict[str, Any]:
+    """The fields a study's `--set` flag gives, as JSON; a one-line error naming the flag when it is not JSON."""
+    try:
+        fields = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserInputError(f"--set: not JSON ({exc})") from None
+    return fields
 
 
 def closest_to(validation: Mapping[str, float], target: float) -> str:

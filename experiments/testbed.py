@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from experiments.efficacy_protocol import markdown_table, provenance, write_section
+from experiments.efficacy_protocol import markdown_table, provenance, set_fields, write_section
 from experiments.testbed_measures import (
     agent_figures,
     corecode_chain,
@@ -252,15 +252,12 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from coral.config import UserInputError, from_mapping
+    from coral.config import from_mapping
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", default="{}", help="JSON of TestbedConfig fields")
     args = ap.parse_args(argv)
-    try:
-        fields = json.loads(args.set)
-    except json.JSONDecodeError as exc:
-        raise UserInputError(f"--set: not JSON ({exc})") from None
+    fields = set_fields(args.set)
     measure(from_mapping(TestbedConfig, fields, "--set"))
 
 
