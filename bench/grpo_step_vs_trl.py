@@ -7,7 +7,7 @@
 The SmolLM2 step of a CoRe-Code coder at the GRPO shape, LoRA, coral in both precisions against TRL
 at its defaults (docs/results/speed.md):
     .venv/bin/python bench/grpo_step_vs_trl.py --model smollm2 --lora 8 --prompt-set humaneval \
-        --new-tokens 128 --coral bfloat16,float32 --trl defaults --micro-batch 32 --steps 2
+        --new-tokens 128 --coral bfloat16,float32 --trl defaults --micro-batch 8 --steps 2
 
 One step = sample `generations` completions for each of `prompts` prompts -> reward -> group
 advantages -> loss -> backward -> clip -> AdamW step. coral: `HFPolicy.generate` (batched) ->

@@ -14,7 +14,7 @@ answered, the pass/fail table of bfloat16 against float32 and of float32 against
 paired difference of pass@1, its standard error and the exact McNemar p-value of the discordant tasks.
 
 This script does NOT sample (greedy only) and does NOT run anything in parallel: run it on a quiet
-machine; the full 164 problems take hours in float32 on two cores.
+machine; all 164 problems take about 5.5 min in float32 and 3.5 in bfloat16 on two quiet cores.
 """
 
 from __future__ import annotations
