@@ -176,9 +176,8 @@ class ExecutionResult:
             if res.passed:
                 continue
             shown = case.code.strip() if case.kind == "assert" else f"stdin={case.stdin!r}"
-            message = res.message
-            if case.kind == "assert" and message.endswith(f" at `{shown}`"):  # the line is the test just shown
-                message = message[: -len(f" at `{shown}`")]
+            # an assert's failing line is the test just shown
+            message = res.message.removesuffix(f" at `{shown}`") if case.kind == "assert" else res.message
             lines.append(f"- {res.verdict}: {shown} {message}".rstrip())
         return "\n".join(lines)[:max_chars]
 
