@@ -9,16 +9,19 @@ Variants (one HFPolicy batch of prompts x samples requests each; all on one floa
   float32       this HFPolicy in float32, every request prefilled on its own
   float32+shared  float32, one prefill per prompt, its cache shared in place by the prompt's samples
   bf16          bfloat16 rollouts, every request prefilled on its own
-  bf16+shared   bfloat16, one prefill per prompt shared in place (the default of a bfloat16 policy)
+  bf16+shared   bfloat16, one prefill per prompt shared in place, linears on prepacked weights (the
+                default of a bfloat16 policy)
+  bf16+shared+unpacked  the same on F.linear (pack_linears off: coral before the packed linears)
   generate-bf16 transformers' `model.generate` on a bfloat16 copy of the model (prompts repeated)
 Every variant samples at temperature 1 (top_p 1, no top-k) with eos disabled, so each row generates
 exactly `new_tokens` tokens: equal work. Prompts are the first `prompts` HumanEval prompts as user
 messages in the model's chat template; coral's requests are seeded as a GRPO step seeds them
 (coral.seeding). Printed per variant: median wall time, tokens/s (rows x new tokens / wall),
 model FLOP/s (2 x parameters x tokens/s, attention not counted), peak memory a call adds (VmHWM reset
-before each call, minus the RSS at its start; the largest over the repeats), the ratios to the
-baseline and to float32, and the share of tokens equal to the baseline's (float32 must give the
-baseline's tokens up to float rounding).
+before each call, minus the RSS at its start; the largest over the repeats), the same for the warm-up
+call (which makes the bfloat16 copies and packs), the ratios to the baseline and to float32, and the
+share of tokens equal to the baseline's (float32 must give the baseline's tokens up to float rounding;
+packed and unpacked bf16 must agree exactly, printed when both ran).
 
 This script does NOT measure GPU throughput, training, or sampling quality; run it on a quiet machine
 (`uptime` before and after, printed) and read the ratios, not the absolute figures.
@@ -47,7 +50,7 @@ from coral.procmem import proc_hwm_kb, proc_rss_kb, reset_peak
 from coral.seeding import sampling_seed
 
 REPO = Path(__file__).resolve().parents[1]
-VARIANTS = ("baseline", "float32", "float32+shared", "bf16", "bf16+shared", "generate-bf16")
+VARIANTS = ("baseline", "float32", "float32+shared", "bf16", "bf16+shared", "bf16+shared+unpacked", "generate-bf16")
 
 
 def baseline_class(commit: str) -> type:
@@ -91,10 +94,11 @@ def build_variants(base: HFPolicy, names: list[str], requests: list[GenerationRe
         if name == "baseline":
             policy = baseline_class(baseline)(model, tokenizer, name=name, batch_size=len(requests))
         else:
-            dtype, _, shared = name.partition("+")
+            dtype, *options = name.split("+")
             policy = HFPolicy(model, tokenizer, name=name, batch_size=len(requests),
                               dtype="bfloat16" if dtype == "bf16" else "float32")
-            policy.share_prompt_cache = bool(shared)
+            policy.share_prompt_cache = "shared" in options
+            policy.pack_linears = "unpacked" not in options
         policy.eos_ids = {never}  # every row decodes the full budget on every side
         out[name] = (lambda p: lambda: [c.completion_ids for c in p.generate(requests)])(policy)
     return out
@@ -158,25 +162,31 @@ def main(argv: list[str] | None = None) -> None:
     times: dict[str, list[float]] = {n: [] for n in names}
     peaks: dict[str, list[float]] = {n: [] for n in names}
     tokens: dict[str, list[list[int]]] = {}
+    first_peaks: dict[str, float] = {}
     for round_index in range(args.repeats + 1):
         order = names if round_index % 2 == 0 else names[::-1]  # alternate, so drifts hit every variant
         for name in order:
             wall_s, peak_mb, ids = timed_peak(calls[name])
             tokens.setdefault(name, ids)
-            if round_index:  # the first round warms kernels and makes the bfloat16 copies
+            if not round_index:
+                first_peaks[name] = peak_mb
+            else:  # the first round warms kernels and makes the bfloat16 copies
                 times[name].append(wall_s)
                 peaks[name].append(peak_mb)
     count = len(requests) * args.new_tokens
     ref = {n: statistics.median(times[n]) for n in ("baseline", "float32") if n in times}
-    print(f"{'variant':<15} {'median s':>9} {'tok/s':>8} {'GFLOP/s':>8} {'peak MB':>8} {'x baseline':>10} "
+    print(f"{'variant':<15} {'median s':>9} {'tok/s':>8} {'GFLOP/s':>8} {'peak MB':>8} {'warm-up MB':>10} {'x baseline':>10} "
           f"{'x float32':>9} {'same tokens as baseline':>24}")
     for name in names:
         median = statistics.median(times[name])
         ratios = [f"{ref[r] / median:.2f}" if r in ref else "-" for r in ("baseline", "float32")]
         same = f"{agreement(tokens[name], tokens['baseline']):.3f}" if "baseline" in tokens else "-"
         print(f"{name:<15} {median:9.2f} {count / median:8.1f} {2 * params * count / median / 1e9:8.1f} "
-              f"{max(peaks[name]):8.1f} {ratios[0]:>10} {ratios[1]:>9} {same:>24}   "
+              f"{max(peaks[name]):8.1f} {first_peaks[name]:10.1f} {ratios[0]:>10} {ratios[1]:>9} {same:>24}   "
               f"(rounds {', '.join(f'{t:.2f}' for t in times[name])})")
+    if {"bf16+shared", "bf16+shared+unpacked"} <= set(tokens):
+        print(f"bf16+shared vs bf16+shared+unpacked: same tokens "
+              f"{agreement(tokens['bf16+shared'], tokens['bf16+shared+unpacked']):.3f}")
     print(f"uptime after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
 
 

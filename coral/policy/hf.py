@@ -119,6 +119,9 @@ class HFPolicy:
         # generate() prefills each distinct prompt of a batch once and its samples share that cache
         # (decoding.py); False prefills every request on its own (same tokens up to float rounding)
         self.share_prompt_cache = True
+        # generate() in bfloat16 on a CPU runs the linear layers on prepacked weights (packed_linear.py:
+        # the same outputs, 1.4x faster linears, one more copy of the weights in memory); False: F.linear
+        self.pack_linears = True
 
     # ------------------------------------------------------------------ text
     def render(self, messages: Sequence[Message]) -> str:
@@ -145,7 +148,7 @@ class HFPolicy:
         first: dict[tuple[int, ...], int] = {}
         order = sorted(range(len(requests)), key=lambda i: (len(prompts[i]), first.setdefault(tuple(prompts[i]), i)))
         results: list[Completion | None] = [None] * len(requests)
-        with torch.no_grad(), eval_mode(self.model), low_precision_weights(self.model, self.dtype):
+        with torch.no_grad(), eval_mode(self.model), low_precision_weights(self.model, self.dtype, self.pack_linears):
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start : start + self.batch_size]
                 outs = self._generate_batch(

@@ -33,6 +33,7 @@ import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
 from coral.policy.base import DTYPE_CHOICES
+from coral.policy.packed_linear import packed_linears
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of bfloat16 units
@@ -106,21 +107,24 @@ def _copy_of(p: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 @contextlib.contextmanager
-def low_precision_weights(model: Any, dtype: torch.dtype) -> Iterator[None]:
+def low_precision_weights(model: Any, dtype: torch.dtype, pack: bool = False) -> Iterator[None]:
     """Inside the block, every floating-point parameter of `model` holds its `dtype` copy (made once,
     refreshed when the master weight changed); afterwards the float32 master weights are back. Buffers
     (rotary frequencies) keep their dtype. For inference: gradients inside the block would reach the
-    copies, not the masters."""
+    copies, not the masters. `pack`: the linear layers also run on prepacked copies where the CPU can
+    (packed_linear.py; the same outputs, faster)."""
     if dtype == torch.float32:
         yield
         return
     params = [p for p in model.parameters() if p.is_floating_point() and p.dtype != dtype]
     copies = [_copy_of(p, dtype) for p in params]
     masters = [p.data for p in params]
+    packing = packed_linears(model, {id(p): c for p, c in zip(params, copies, strict=True)} if pack else {})
     try:
         for p, c in zip(params, copies, strict=True):
             p.data = c
-        yield
+        with packing:
+            yield
     finally:
         for p, m in zip(params, masters, strict=True):
             p.data = m
