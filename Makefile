@@ -24,7 +24,7 @@ demo: install
 # start): 4 RL steps, 8 held-out test tasks before and after (not timed: about 20 minutes on a quiet 2-core
 # machine, from the step time in docs/results/smollm2_rl.md); the full study is experiments/smollm2_rl.py
 demo-real: smollm2
-	$(PY) -m experiments.smollm2_rl run --name demo --set rl_steps=4 n_test_tasks=8
+	$(PY) -m experiments.smollm2_rl run --name demo --set rl_steps=4 n_test_tasks=8 n_fresh_tasks=8
 
 test: install smollm2 browser
 	$(PY) -m pytest -q

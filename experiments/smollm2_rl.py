@@ -108,14 +108,19 @@ def train_run(stage: str, name: str, overrides: dict[str, Any]) -> dict[str, Any
 def report(root: Path) -> None:
     """One row per finished run under `root` (sweep and run): held-out pass@1 before and after with the paired
     change, and the training curves' first and last ten steps."""
-    print("| stage | run | held out | tasks | pass@1 start | pass@1 after RL | change (paired SE) | steps | "
-          "R(coder) first/last 10 | KL coder last 10 | entropy coder first/last 10 | step s (median) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| stage | run | held out | tasks | pass@1 start | pass@1 after RL | change (paired SE) | fresh: start -> after "
+          "(change, SE) | steps | R(coder) first/last 10 | KL coder last 10 | entropy coder first/last 10 | step s (median) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for summary_path in sorted(root.glob("*/*/summary.json")):
         run = summary_path.parent
         s = json.loads(summary_path.read_text())
         held = json.loads((run / "config.json").read_text()).get("held_out_split", "test")
         ch = s["change"]["greedy"]
+        fresh = "-"
+        if "fresh_greedy" in s["change"]:
+            fc, before = s["change"]["fresh_greedy"], s["eval_sft_fresh"]["pass@1"]
+            fresh = (f"{fc['tasks']} tasks: {before:.3f} -> {s['eval_rl_fresh']['pass@1']:.3f} "
+                     f"({fc['mean']:+.3f}, {fc['se']:.3f}; {fc['up']} up, {fc['down']} down)")
         steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
         first, last = steps[:10], steps[-10:]
 
@@ -125,7 +130,7 @@ def report(root: Path) -> None:
 
         times = sorted(r["step_s"] for r in steps)
         print(f"| {run.parent.name} | {run.name} | {held} | {s['evaluations'][0]['tasks']} | {s['pass@1_sft']:.3f} | "
-              f"{s['pass@1_rl']:.3f} | {ch['mean']:+.3f} ({ch['se']:.3f}) | {len(steps)} | "
+              f"{s['pass@1_rl']:.3f} | {ch['mean']:+.3f} ({ch['se']:.3f}) | {fresh} | {len(steps)} | "
               f"{mean(first, 'coder/reward')} / {mean(last, 'coder/reward')} | {mean(last, 'coder/kl_ref')} | "
               f"{mean(first, 'coder/entropy')} / {mean(last, 'coder/entropy')} | {times[len(times) // 2]:.0f} |")
     print(f"\nload average {os.getloadavg()[0]:.1f}")

@@ -16,6 +16,7 @@ from coral.benchmarks.procedural import make_tasks, parse_composition, skeleton_
 from coral.trajectory import Task
 
 RL_SKELETON_SALT = "coral-rl-skeletons/"
+RL_STREAM_SEED = 17  # rl_max_depth: the RL pool is the train split drawn with seed + this
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,9 @@ class ProceduralSplits:
     n_train_tasks: int = 4000
     n_test_tasks: int = 200
     n_fresh_tasks: int = 0  # held-out tasks of the training skeletons (0: none)
+    # where the fresh tasks come from: "train" (the train split after SFT's tasks, depth min-max) or "rl" (the
+    # RL stream of rl_max_depth after the RL pool's tasks: RL's own distribution, never trained on)
+    fresh_source: str = "train"
     min_depth: int = 1
     max_depth: int = 2
     rl_max_depth: int | None = None  # RL on train-split tasks up to this depth (None: SFT's tasks)
@@ -73,17 +77,23 @@ def rl_tasks(spec: ProceduralSplits, train: list[Task]) -> list[Task]:
         return train
     # the train split alone: the held-out split may have fewer tasks than n_test_tasks up to rl_max_depth
     return make_tasks(spec.n_train_tasks, "train", min_depth=spec.min_depth, max_depth=spec.rl_max_depth,
-                      seed=spec.seed + 17)
+                      seed=spec.seed + RL_STREAM_SEED)
 
 
-def fresh_tasks(spec: ProceduralSplits, train: Sequence[Task], rl_pool: Sequence[Task]) -> list[Task]:
+def fresh_tasks(spec: ProceduralSplits, train: Sequence[Task], rl_pool: Sequence[Task],
+                sft_trains: bool = True) -> list[Task]:
     """spec.n_fresh_tasks held-out tasks of the training skeletons: the train split's tasks after the first
     n_train_tasks (make_tasks extends its list deterministically), less any the RL pool holds (rl_max_depth
     draws other train-split tasks). Neither SFT nor RL sees them; their skeletons are the train split's,
-    where the test split's are new."""
+    where the test split's are new. fresh_source "rl": the RL stream's tasks after the pool instead (see
+    `fresh_after_rl_pool`); `sft_trains` False (no cold start) lets them be SFT's unused tasks too."""
     n = spec.n_fresh_tasks
     if n == 0:
         return []
+    if spec.fresh_source == "rl":
+        return fresh_after_rl_pool(spec, rl_pool, {t.id for t in train} if sft_trains else set())
+    if spec.fresh_source != "train":
+        raise ValueError(f"field 'fresh_source' must be 'train' or 'rl', got {spec.fresh_source!r}")
     taken = {t.id for t in train} | {t.id for t in rl_pool}
     extra = 0
     while True:
@@ -95,6 +105,29 @@ def fresh_tasks(spec: ProceduralSplits, train: Sequence[Task], rl_pool: Sequence
         if [t.id for t in more[:len(train)]] != [t.id for t in train]:
             raise RuntimeError("fresh_tasks: `train` is not the train split's first n_train_tasks tasks")
         fresh = [t for t in more[len(train):] if t.id not in taken]
+        if len(fresh) >= n:
+            return fresh[:n]
+        extra += n - len(fresh)
+
+
+def fresh_after_rl_pool(spec: ProceduralSplits, rl_pool: Sequence[Task], trained: set[str]) -> list[Task]:
+    """spec.n_fresh_tasks tasks of the RL stream (train split, depth min_depth-rl_max_depth) after the RL pool's
+    n_train_tasks, less any in `trained` (SFT's tasks): the distribution RL trains on (same depths, same
+    skeletons, other compositions), never trained on."""
+    if spec.rl_max_depth is None:
+        raise ValueError("field 'fresh_source' 'rl' needs 'rl_max_depth' (the RL stream it continues)")
+    n, extra = spec.n_fresh_tasks, 0
+    while True:
+        try:
+            stream = make_tasks(len(rl_pool) + n + extra, "train", min_depth=spec.min_depth,
+                                max_depth=spec.rl_max_depth, seed=spec.seed + RL_STREAM_SEED)
+        except ValueError as exc:
+            raise ValueError(f"field 'n_fresh_tasks'={n} with fresh_source 'rl' asks for more tasks of depth "
+                             f"{spec.min_depth}-{spec.rl_max_depth} than the train split has after the RL pool "
+                             f"of {len(rl_pool)}: {exc}") from exc
+        if [t.id for t in stream[:len(rl_pool)]] != [t.id for t in rl_pool]:
+            raise RuntimeError("fresh_after_rl_pool: `rl_pool` is not the RL stream's first n_train_tasks tasks")
+        fresh = [t for t in stream[len(rl_pool):] if t.id not in trained]
         if len(fresh) >= n:
             return fresh[:n]
         extra += n - len(fresh)

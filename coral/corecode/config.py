@@ -49,6 +49,9 @@ class CoReCodeConfig:
     # held-out tasks of the training skeletons, which neither SFT nor RL sees (0: off). The train split's
     # compositions after the first n_train_tasks: new parameters, known kinds of steps
     n_fresh_tasks: int = 500
+    # where those come from: train (as above) or rl (with rl_max_depth: the RL pool's stream after its
+    # n_train_tasks tasks, RL's own distribution never trained on; with cold_start none SFT's list is not excluded)
+    fresh_source: Literal["train", "rl"] = "train"
     min_depth: int = 1  # shortest composition of primitives in a task
     max_depth: int = 2  # longest composition of primitives in a task
     # how each task is stated: short (the procedural family's own prompt) or, for a pretrained model, a style of
@@ -138,6 +141,10 @@ class CoReCodeConfig:
             raise ValueError(f"field 'sft_coder_epochs' must be > 0 or None, got {self.sft_coder_epochs}")
         if not 0 <= self.rl_skeleton_fraction < 1:
             raise ValueError(f"field 'rl_skeleton_fraction' must be in [0, 1), got {self.rl_skeleton_fraction}")
+        if self.fresh_source not in ("train", "rl"):
+            raise ValueError(f"field 'fresh_source' must be 'train' or 'rl', got {self.fresh_source!r}")
+        if self.fresh_source == "rl" and self.rl_max_depth is None:
+            raise ValueError("field 'fresh_source' 'rl' continues the RL stream of 'rl_max_depth': set rl_max_depth")
         if self.rl_skeleton_fraction > 0 and self.rl_max_depth is not None:
             raise ValueError("fields 'rl_skeleton_fraction' and 'rl_max_depth' both choose the RL tasks: set one")
         if not 0 <= self.efficiency_weight <= 1:
@@ -177,7 +184,7 @@ class CoReCodeConfig:
         return ProceduralSplits(seed=self.seed, n_train_tasks=self.n_train_tasks, n_test_tasks=self.n_test_tasks,
                                 n_fresh_tasks=self.n_fresh_tasks, min_depth=self.min_depth, max_depth=self.max_depth,
                                 rl_max_depth=self.rl_max_depth, rl_skeleton_fraction=self.rl_skeleton_fraction,
-                                held_out_split=self.held_out_split)
+                                held_out_split=self.held_out_split, fresh_source=self.fresh_source)
 
 
 def _check_roles(cfg: CoReCodeConfig) -> None:

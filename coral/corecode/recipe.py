@@ -80,7 +80,7 @@ def train_corecode(cfg: CoReCodeConfig, progress: bool = True, reward_fn: Reward
     torch.manual_seed(cfg.seed)
     train, test = build_tasks(cfg.splits)
     rl_pool = rl_tasks(cfg.splits, train)
-    fresh = fresh_tasks(cfg.splits, train, rl_pool)
+    fresh = fresh_tasks(cfg.splits, train, rl_pool, sft_trains=cfg.cold_start != "none")
     train, test, rl_pool, fresh = (stated_tasks(cfg, tasks) for tasks in (train, test, rl_pool, fresh))
     sets = eval_sets(cfg, test, fresh)
     say(f"tasks: {len(train)} train; held out: {len(test)} of new skeletons (the {cfg.held_out_split} split), "

@@ -347,6 +347,34 @@ def test_fresh_tasks_are_new_train_split_tasks_that_neither_sft_nor_rl_sees():
         CoReCodeConfig(n_fresh_tasks=-1)
 
 
+def test_fresh_tasks_from_the_rl_stream_continue_the_rl_pool_at_its_depth():
+    from coral.benchmarks.procedural import make_tasks
+    from coral.benchmarks.splits import fresh_tasks
+
+    # the SmolLM2 study's shape: RL on depth-1 tasks, held out at depth 1-2 (test) and on RL's own depth (fresh)
+    cfg = CoReCodeConfig(n_train_tasks=100, n_test_tasks=10, n_fresh_tasks=40, max_depth=2, rl_max_depth=1,
+                         fresh_source="rl", cold_start="none")
+    train, _ = build_tasks(cfg)
+    pool = rl_tasks(cfg.splits, train)
+    fresh = fresh_tasks(cfg.splits, train, pool, sft_trains=False)
+    stream = make_tasks(140, "train", min_depth=1, max_depth=1, seed=17)
+    assert [t.id for t in fresh] == [t.id for t in stream[100:]]  # the next 40 of RL's stream
+    assert not {t.id for t in fresh} & {t.id for t in pool}
+    assert {t.metadata["difficulty"] for t in fresh} == {t.metadata["difficulty"] for t in pool} == {1}  # depth 1
+    # with a cold start, SFT's tasks are trained on: none of them is fresh
+    small = replace(cfg, n_train_tasks=60, n_fresh_tasks=20, cold_start="sft")
+    sft, _ = build_tasks(small)
+    small_pool = rl_tasks(small.splits, sft)
+    tail = make_tasks(80, "train", min_depth=1, max_depth=1, seed=17)[60:]
+    assert {t.id for t in tail} & {t.id for t in sft}  # the case is exercised: SFT's list holds some of them
+    trained = fresh_tasks(small.splits, sft, small_pool, sft_trains=True)
+    assert len(trained) == 20 and not {t.id for t in trained} & ({t.id for t in sft} | {t.id for t in small_pool})
+    with pytest.raises(ValueError, match="depth 1-1 than the train split has after the RL pool of 100"):
+        fresh_tasks(replace(cfg, n_fresh_tasks=60).splits, train, pool, sft_trains=False)
+    with pytest.raises(ValueError, match="'fresh_source' 'rl' continues the RL stream"):
+        CoReCodeConfig(fresh_source="rl")
+
+
 def test_a_run_refuses_to_resume_with_evaluations_it_has_no_sft_figure_for(tmp_path):
     from coral.corecode.recipe import train_corecode
 
