@@ -12,8 +12,11 @@ Every run is `coral train configs/corecode_smollm2.yaml` with overrides (`--set 
 fields) in `runs/smollm2/<stage>/<name>`: checkpoints every few steps, and a killed run started again with the
 same command resumes from its last one. `sweep` runs hold out the validation split (held_out_split validation),
 so the settings are chosen on validation pass@1 and training reward; `run` holds out the test split and is
-started only with settings chosen that way. This module does NOT choose the task set
-(experiments/smollm2_tasks.py does) and does NOT plot (the run's report.html draws its curves).
+started only with settings chosen that way. `run` also holds out 40 "fresh" tasks (fresh_source rl): the RL
+stream's tasks after the pool, RL's own distribution (depth 1, the pool's skeletons, other compositions);
+`sweep` does not evaluate them (n_fresh_tasks 0), so no setting is chosen on a reported set. This module
+does NOT choose the task set (experiments/smollm2_tasks.py does) and does NOT plot (the run's report.html
+draws its curves).
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ def train_run(stage: str, name: str, overrides: dict[str, Any]) -> dict[str, Any
     from coral.corecode.recipe import train_corecode
 
     if stage == "sweep":
-        overrides = merged(overrides, {"held_out_split": "validation"})
+        overrides = merged(overrides, {"held_out_split": "validation", "n_fresh_tasks": 0})
     elif overrides.get("held_out_split", "test") != "test":
         raise SystemExit("stage run reports the test split; choose settings with stage sweep")
     cfg = config(merged(overrides, {"out_dir": str(OUT / stage / name)}))

@@ -2,7 +2,7 @@
 debugger when they are on), their agents for one step, the cold start (SFT of each role on its gold data,
 train/corecode_data.py), the KL references and the learners.
 
-This module does NOT run the RL loop or evaluate (coral/corecode/recipe.py, corecode_eval.py).
+This module does NOT run the RL loop or evaluate (coral/corecode/recipe.py, evaluate.py).
 """
 
 from __future__ import annotations
