@@ -67,7 +67,8 @@ def packed_linears(model: Any, copies: dict[int, torch.Tensor]) -> Iterator[int]
     patched = []
     if packing_available():
         for module in model.modules():
-            if not isinstance(module, torch.nn.Linear) or id(module.weight) not in copies:
+            # the exact class: a subclass may compute something else in its forward
+            if type(module) is not torch.nn.Linear or id(module.weight) not in copies:
                 continue
             copy = copies[id(module.weight)]
             if copy.dtype != torch.bfloat16 or copy.device.type != "cpu":

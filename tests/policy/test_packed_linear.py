@@ -42,8 +42,15 @@ def test_a_packed_linear_gives_the_same_bits_as_f_linear(shape, bias):
 
 @needs_onednn
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_generate_on_packed_weights_gives_the_tokens_and_logprobs_of_f_linear(temperature):
+@pytest.mark.parametrize("lora", [False, True])
+def test_generate_on_packed_weights_gives_the_tokens_and_logprobs_of_f_linear(temperature, lora):
     policy = small()
+    if lora:
+        policy.add_lora(r=4)
+        with torch.no_grad():
+            for name, p in policy.model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_()  # a zero B would leave the adapter out of the outputs
     reqs = requests(temperature=temperature)
     packed = outputs(policy, reqs)
     policy.pack_linears = False
@@ -90,6 +97,16 @@ def test_without_onednn_nothing_is_packed(monkeypatch):
     with torch.no_grad(), low_precision_weights(policy.model, torch.bfloat16, pack=True):
         assert not any("forward" in vars(m) for m in policy.model.modules())
     with torch.no_grad(), packed_linears(policy.model, {id(p): p for p in policy.model.parameters()}) as patched:
+        assert patched == 0
+
+
+def test_a_subclass_of_linear_keeps_its_own_forward():
+    class Scaled(torch.nn.Linear):
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    layer = Scaled(8, 8).to(torch.bfloat16)
+    with torch.no_grad(), packed_linears(layer, {id(layer.weight): layer.weight.detach()}) as patched:
         assert patched == 0
 
 
