@@ -15,8 +15,8 @@ needs oneDNN's `_reorder_linear_weight` (torch's CPU builds have it) and applies
 elsewhere `packing_available` is False and the block changes nothing. Memory: one more copy of the
 linears' weights (SmolLM2: about 270 MB).
 
-This module does NOT pack for training (the packed op has no autograd), float32 (oneDNN's float32 path
-gained nothing worth a second copy here) or GPUs, and does NOT fuse layers.
+This module does NOT pack for training (the packed op has no autograd), float32 (not measured: on a CPU
+with bf16 units the rollouts run in bfloat16) or GPUs, and does NOT fuse layers.
 """
 
 from __future__ import annotations
