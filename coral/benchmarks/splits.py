@@ -94,20 +94,10 @@ def fresh_tasks(spec: ProceduralSplits, train: Sequence[Task], rl_pool: Sequence
         return fresh_after_rl_pool(spec, rl_pool, {t.id for t in train} if sft_trains else set())
     if spec.fresh_source != "train":
         raise ValueError(f"field 'fresh_source' must be 'train' or 'rl', got {spec.fresh_source!r}")
-    taken = {t.id for t in train} | {t.id for t in rl_pool}
-    extra = 0
-    while True:
-        try:
-            more = make_tasks(len(train) + n + extra, "train", min_depth=spec.min_depth, max_depth=spec.max_depth,
-                              seed=spec.seed)
-        except ValueError as exc:
-            raise ValueError(f"field 'n_fresh_tasks'={n} asks for more train-split tasks than there are: {exc}") from exc
-        if [t.id for t in more[:len(train)]] != [t.id for t in train]:
-            raise RuntimeError("fresh_tasks: `train` is not the train split's first n_train_tasks tasks")
-        fresh = [t for t in more[len(train):] if t.id not in taken]
-        if len(fresh) >= n:
-            return fresh[:n]
-        extra += n - len(fresh)
+    return _tasks_after(train, n, {t.id for t in train} | {t.id for t in rl_pool}, min_depth=spec.min_depth,
+                        max_depth=spec.max_depth, seed=spec.seed,
+                        too_many=f"field 'n_fresh_tasks'={n} asks for more train-split tasks than there are",
+                        not_prefix="fresh_tasks: `train` is not the train split's first n_train_tasks tasks")
 
 
 def fresh_after_rl_pool(spec: ProceduralSplits, rl_pool: Sequence[Task], trained: set[str]) -> list[Task]:
@@ -116,18 +106,30 @@ def fresh_after_rl_pool(spec: ProceduralSplits, rl_pool: Sequence[Task], trained
     skeletons, other compositions), never trained on."""
     if spec.rl_max_depth is None:
         raise ValueError("field 'fresh_source' 'rl' needs 'rl_max_depth' (the RL stream it continues)")
-    n, extra = spec.n_fresh_tasks, 0
+    n = spec.n_fresh_tasks
+    return _tasks_after(rl_pool, n, trained, min_depth=spec.min_depth, max_depth=spec.rl_max_depth,
+                        seed=spec.seed + RL_STREAM_SEED,
+                        too_many=f"field 'n_fresh_tasks'={n} with fresh_source 'rl' asks for more tasks of depth "
+                                 f"{spec.min_depth}-{spec.rl_max_depth} than the train split has after the RL pool "
+                                 f"of {len(rl_pool)}",
+                        not_prefix="fresh_after_rl_pool: `rl_pool` is not the RL stream's first n_train_tasks tasks")
+
+
+def _tasks_after(prefix: Sequence[Task], n: int, excluded: set[str], *, min_depth: int, max_depth: int, seed: int,
+                 too_many: str, not_prefix: str) -> list[Task]:
+    """The first `n` tasks, less those whose id is in `excluded`, of the train-split stream (depth
+    `min_depth`-`max_depth`, `seed`) after its first len(prefix), which must be `prefix` (RuntimeError
+    `not_prefix` otherwise). The stream is drawn longer until `n` remain; ValueError `too_many`, with
+    make_tasks's reason, when the split runs out."""
+    extra = 0
     while True:
         try:
-            stream = make_tasks(len(rl_pool) + n + extra, "train", min_depth=spec.min_depth,
-                                max_depth=spec.rl_max_depth, seed=spec.seed + RL_STREAM_SEED)
+            stream = make_tasks(len(prefix) + n + extra, "train", min_depth=min_depth, max_depth=max_depth, seed=seed)
         except ValueError as exc:
-            raise ValueError(f"field 'n_fresh_tasks'={n} with fresh_source 'rl' asks for more tasks of depth "
-                             f"{spec.min_depth}-{spec.rl_max_depth} than the train split has after the RL pool "
-                             f"of {len(rl_pool)}: {exc}") from exc
-        if [t.id for t in stream[:len(rl_pool)]] != [t.id for t in rl_pool]:
-            raise RuntimeError("fresh_after_rl_pool: `rl_pool` is not the RL stream's first n_train_tasks tasks")
-        fresh = [t for t in stream[len(rl_pool):] if t.id not in trained]
-        if len(fresh) >= n:
-            return fresh[:n]
-        extra += n - len(fresh)
+            raise ValueError(f"{too_many}: {exc}") from exc
+        if [t.id for t in stream[:len(prefix)]] != [t.id for t in prefix]:
+            raise RuntimeError(not_prefix)
+        found = [t for t in stream[len(prefix):] if t.id not in excluded]
+        if len(found) >= n:
+            return found[:n]
+        extra += n - len(found)
