@@ -168,9 +168,9 @@ def main(argv: list[str] | None = None) -> None:
         for name in order:
             wall_s, peak_mb, ids = timed_peak(calls[name])
             tokens.setdefault(name, ids)
-            if not round_index:
+            if not round_index:  # the first round warms kernels and makes the bfloat16 copies and packs
                 first_peaks[name] = peak_mb
-            else:  # the first round warms kernels and makes the bfloat16 copies
+            else:
                 times[name].append(wall_s)
                 peaks[name].append(peak_mb)
     count = len(requests) * args.new_tokens

@@ -73,8 +73,7 @@ def packed_linears(model: Any, copies: dict[int, torch.Tensor]) -> Iterator[int]
             copy = copies[id(module.weight)]
             if copy.dtype != torch.bfloat16 or copy.device.type != "cpu":
                 continue
-            bias = module.bias
-            module.forward = _guarded(functools.partial(_packed_forward, _packed(copy), bias))  # type: ignore[method-assign]
+            module.forward = _inference_forward(_packed(copy), module.bias)  # type: ignore[method-assign]
             patched.append(module)
     try:
         yield len(patched)
@@ -83,9 +82,10 @@ def packed_linears(model: Any, copies: dict[int, torch.Tensor]) -> Iterator[int]
             del module.forward  # the class's forward again
 
 
-def _guarded(forward: Any) -> Any:
+def _inference_forward(packed: torch.Tensor, bias: torch.Tensor | None) -> Any:
+    """A Linear's forward on `packed` that refuses to run under grad (the packed op has no autograd)."""
     def run(x: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled():
             raise RuntimeError("packed linear weights are for inference: run under torch.no_grad()")
-        return forward(x)
+        return _packed_forward(packed, bias, x)
     return run

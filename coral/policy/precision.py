@@ -119,7 +119,8 @@ def low_precision_weights(model: Any, dtype: torch.dtype, pack: bool = False) ->
     params = [p for p in model.parameters() if p.is_floating_point() and p.dtype != dtype]
     copies = [_copy_of(p, dtype) for p in params]
     masters = [p.data for p in params]
-    packing = packed_linears(model, {id(p): c for p, c in zip(params, copies, strict=True)} if pack else {})
+    packing = (packed_linears(model, {id(p): c for p, c in zip(params, copies, strict=True)}) if pack
+               else contextlib.nullcontext())
     try:
         for p, c in zip(params, copies, strict=True):
             p.data = c
