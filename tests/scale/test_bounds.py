@@ -21,6 +21,7 @@ from coral.policy.base import GenerationRequest, user
 from coral.scale import ActorLostError, RayPolicy, RaySandbox, ScaleOut
 from coral.scale.actors import ActorGroup
 from coral.scale.rollout import RolloutWorker
+from tests.scale.ray_support import kill_dead
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,12 +38,6 @@ def back_to(ray, cpus: float, timeout_s: float = 30.0) -> bool:
             return False
         time.sleep(0.1)
     return True
-
-
-def kill_dead(ray, actor, timeout_s: float = 60.0) -> None:
-    ray.kill(actor, no_restart=True)
-    with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(actor.__ray_ready__.remote(), timeout=timeout_s)
 
 
 @pytest.mark.timeout(120, method="thread")  # before the room check the replacement stayed pending and generate never returned

@@ -16,18 +16,7 @@ from coral.policy import ScriptedPolicy
 from coral.policy.base import GenerationRequest, SamplingParams, user
 from coral.scale import ActorLostError, RayPolicy, RaySandbox, RolloutPool
 from coral.scale.actors import ActorGroup
-
-
-def kill_dead(ray, actor, timeout_s: float = 60.0) -> None:
-    """Kill `actor` and return once Ray answers calls on it with RayActorError."""
-    ray.kill(actor, no_restart=True)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            ray.get(actor.__ray_ready__.remote(), timeout=timeout_s)
-        except ray.exceptions.RayActorError:
-            return
-    raise TimeoutError(f"the killed actor still answered after {timeout_s:g} s")
+from tests.scale.ray_support import kill_dead
 
 
 def kill_on_send(ray, group: ActorGroup, method: str, sends: set[int]) -> list[int]:
