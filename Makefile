@@ -21,8 +21,9 @@ demo: install
 	$(VENV)/bin/coral demo
 
 # A short CoRe-Code GRPO run on the real SmolLM2-135M-Instruct (planner and coder as two LoRA adapters, no cold
-# start): 4 RL steps, 8 held-out test tasks and 8 fresh tasks of RL's distribution before and after (2 min 46 s at load 2-3,
-# peak RSS 6.6 GB, at 5624b36: docs/results/smollm2_rl.md); the full study is experiments/smollm2_rl.py
+# start): 4 RL steps, 8 held-out test tasks and 8 fresh tasks of RL's distribution before and after
+# (2 min 46 s at load 2-3, peak RSS 6.6 GB, at 5624b36: docs/results/smollm2_rl.md); the full study is
+# experiments/smollm2_rl.py
 demo-real: smollm2
 	$(PY) -m experiments.smollm2_rl run --name demo --set rl_steps=4 n_test_tasks=8 n_fresh_tasks=8
 
