@@ -234,19 +234,21 @@ def _cell(figures: dict[str, Any], keys: tuple[str, ...]) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """Every measured setting, in the order measured: MARS2's figures, then CoRe-Code's (settings that measured
-    it), each row with its provenance."""
+    """Every measured setting, in the order measured: MARS2's figures, then CoRe-Code's (each table only the
+    settings that measured it), each row with its provenance."""
     def provenance_cell(r: dict[str, Any]) -> str:
         return f"{r['commit']}, {r['date_utc']}, load {r['loadavg'].split()[0] if r['loadavg'] else '?'}"
 
-    mars2 = [[r["name"], *(_cell(r["figures"], keys) for _, keys in MARS2_COLUMNS), provenance_cell(r)] for r in rows]
+    mars2 = [[r["name"], *(_cell(r["figures"], keys) for _, keys in MARS2_COLUMNS), provenance_cell(r)]
+             for r in rows if "agent0_pass@1" in r["figures"]]
     corecode = [[r["name"], *(_cell(r["figures"], keys) for _, keys in CORECODE_COLUMNS), provenance_cell(r)]
                 for r in rows if "corecode_cold_start" in r["figures"]]
     head = ["setting", "commit, date (UTC), load"]
-    out = "MARS2's agents (validation):\n\n" + markdown_table(
-        [head[0], *(h for h, _ in MARS2_COLUMNS), head[1]], mars2)
+    out = ""
+    if mars2:
+        out += "MARS2's agents (validation):\n\n" + markdown_table([head[0], *(h for h, _ in MARS2_COLUMNS), head[1]], mars2)
     if corecode:
-        out += "\nCoRe-Code's planner and coder (validation):\n\n" + markdown_table(
+        out += "\n" * bool(out) + "CoRe-Code's planner and coder (validation):\n\n" + markdown_table(
             [head[0], *(h for h, _ in CORECODE_COLUMNS), head[1]], corecode)
     return out
 

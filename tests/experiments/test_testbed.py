@@ -91,3 +91,17 @@ def test_a_setting_may_measure_no_trees_but_not_a_negative_number_of_nodes():
     assert TestbedConfig(tree_nodes=0).tree_nodes == 0
     with pytest.raises(ValueError, match="tree_nodes"):
         TestbedConfig(tree_nodes=-1)
+
+
+def test_each_table_lists_only_the_settings_that_measured_its_system():
+    from experiments.testbed import table
+
+    prov = {"commit": "abc", "date_utc": "2026-12-06 10:00", "loadavg": "1.0 1.0 1.0"}
+    mars2_row = {"name": "m", "figures": {"agent0_pass@1": 0.3, "agent1_pass@1": 0.2}, **prov}
+    corecode_row = {"name": "c", "figures": {"corecode_cold_start": "x", "chain_pass@1@4x2": 0.5}, **prov}
+    both = table([mars2_row, corecode_row])
+    mars2_part, corecode_part = both.split("CoRe-Code's planner and coder")
+    assert "| m |" in mars2_part and "| c |" not in mars2_part
+    assert "| c |" in corecode_part and "| m |" not in corecode_part
+    assert table([corecode_row]).startswith("CoRe-Code's planner and coder")
+    assert "CoRe-Code" not in table([mars2_row])
