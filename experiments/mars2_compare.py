@@ -35,7 +35,9 @@ from coral.sandbox import Sandbox
 # refine examples; `refine_examples` also sizes the tokenizer's corpus), then with refine_from "own" the second SFT
 # on the agents' own refine examples (sampled at rl.temperature, max_new_tokens)
 FIRST_FIELDS = ("seed", "n_train_tasks", "min_depth", "max_depth", "agents", "agent_shapes", "sft", "solutions_per_task",
-                "refine_from", "refine_examples")
+                "refine_from", "refine_examples", "refine_keep_examples")
+# fields that enter the key only when set, so the cold starts cached before they existed keep their keys
+KEYED_WHEN_SET = {"refine_keep_examples": 0}
 SECOND_FIELDS = FIRST_FIELDS + ("refine_samples_per_task", "refine_tasks", "refine_keep_fraction", "refine_sft", "rl",
                                 "max_new_tokens")
 VARIANTS = {
@@ -49,7 +51,8 @@ VARIANTS = {
 def _cold_start_fields(cfg: MARS2Config, level: str = "final") -> dict:
     """The fields that make `cfg`'s cold start: its first level's, or (refine_from "own") its final level's."""
     names = SECOND_FIELDS if level == "final" and cfg.refine_from == "own" else FIRST_FIELDS
-    return {k: asdict(v) if is_dataclass(v) else v for k, v in ((k, getattr(cfg, k)) for k in names)}
+    return {k: asdict(v) if is_dataclass(v) else v for k, v in ((k, getattr(cfg, k)) for k in names)
+            if KEYED_WHEN_SET.get(k, object()) != v}
 
 
 def cold_start_key(cfg: MARS2Config, level: str = "final") -> str:

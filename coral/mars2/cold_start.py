@@ -5,7 +5,8 @@ codes (the idioms of benchmarks/procedural.gold_codes), drawn per agent, so an a
 several correct programs and samples among them; k = 1 is the task's canonical reference.
 
 Refine examples (problem + a code + its public-test feedback -> a code), `refine_from`:
-- "mutants": a first-order mutant of the gold code that fails a public test -> the gold code;
+- "mutants": a first-order mutant of the gold code that fails a public test -> the gold code; with
+  `refine_keep_examples`, also a passing gold code (one of the task's `solutions_per_task`) -> itself;
 - "own": after a first SFT on the solve examples, each agent writes `refine_samples_per_task` codes per
   task at the RL temperature (the training tasks, or `refine_tasks` train-split tasks it has not seen); a code failing a public test -> the gold code nearest to it
   (`procedural.nearest_gold`), a code passing every test -> itself (keep: at most `refine_keep_fraction` of
@@ -85,6 +86,30 @@ def refine_sft_examples(tasks: Sequence[Task], sandbox: SandboxProtocol, limit: 
 
 
 
+def keep_sft_examples(tasks: Sequence[Task], sandbox: SandboxProtocol, limit: int, per_task: int, seed: int) -> list[Any]:
+    """(problem + a passing gold code + its public feedback -> that same code) for `limit` tasks (a seeded
+    draw; the code one of the task's `per_task` gold codes): a refiner that only ever saw failing codes rewrites
+    a passing one; these teach it to keep it."""
+    rng = random.Random(f"keep:{seed}")
+    # stripped, as a searched node's parsed code is shown to the refiner
+    picked = [(t, rng.choice(gold_solutions(t, per_task, seed)).strip())
+              for t in rng.sample(list(tasks), min(len(tasks), limit))]
+    results = judge(sandbox, [t for t, _ in picked], [code for _, code in picked])
+    out = []
+    for (task, code), verdicts in zip(picked, results, strict=True):
+        if not (verdicts.public.passed and verdicts.private.passed):
+            raise ValueError(f"task {task.id!r}: a gold code fails its tests: {verdicts.public.feedback(task.public_tests)}")
+        out.append(refine_example(task, code, verdicts.public.feedback(task.public_tests), code))
+    return out
+
+
+def mutant_refine_examples(cfg: Any, train: Sequence[Task], sandbox: SandboxProtocol) -> list[Any]:
+    """The cold start's refine examples made without an agent: `cfg.refine_examples` mutant fixes
+    (`refine_sft_examples`), then `cfg.refine_keep_examples` kept gold codes (`keep_sft_examples`)."""
+    return (refine_sft_examples(train, sandbox, cfg.refine_examples, cfg.seed)
+            + keep_sft_examples(train, sandbox, cfg.refine_keep_examples, cfg.solutions_per_task, cfg.seed))
+
+
 def _gold(task: Task) -> str:
     if task.reference is None:
         raise ValueError(f"task {task.id!r} has no reference solution for SFT")
@@ -124,7 +149,7 @@ def own_refine_examples(cfg: Any, policy: HFPolicy, tasks: Sequence[Task], sandb
 
 def tokenizer_examples(cfg: Any, train: Sequence[Task], mutant_refine: Sequence[Any]) -> list[Any]:
     """What the agents' one tokenizer is trained on: every agent's solve examples and the mutant refine
-    examples (`refine_sft_examples`, given)."""
+    examples (`mutant_refine_examples`, given)."""
     solve = [ex for i in range(cfg.agents) for ex in solve_sft_examples(train, cfg.solutions_per_task, cfg.seed + i)]
     return solve + list(mutant_refine)
 
@@ -210,7 +235,7 @@ def refine_stage(cfg: Any, policies: Sequence[HFPolicy], train: Sequence[Task], 
 def first_stage(cfg: Any, train: Sequence[Task], sandbox: SandboxProtocol, progress: bool = True,
                 checkpoint_dir: Path | None = None) -> list[Any]:
     """Fresh tiny agents of `cfg.shapes`, SFT'd on their first-stage examples (resumed from `checkpoint_dir`)."""
-    mutant_refine = refine_sft_examples(train, sandbox, cfg.refine_examples, cfg.seed)
+    mutant_refine = mutant_refine_examples(cfg, train, sandbox)
     policies = build_agents(cfg, tokenizer_examples(cfg, train, mutant_refine))
     sft_agents(cfg, policies, first_stage_examples(cfg, train, mutant_refine), progress, checkpoint_dir=checkpoint_dir)
     return policies

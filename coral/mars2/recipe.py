@@ -33,7 +33,7 @@ from coral.mars2.cold_start import (  # noqa: F401 - cold_start, sft_agents, sol
     build_agents,
     cold_start,
     first_stage_examples,
-    refine_sft_examples,
+    mutant_refine_examples,
     refine_stage,
     sft_agents,
     solve_sft_examples,
@@ -90,6 +90,9 @@ class MARS2Config:
     # "mutants": a failing mutant of the gold code -> the gold code; "own": after a first SFT, the agent's own codes
     # (failing -> the nearest gold code, passing -> kept), then a second SFT (refine_sft) on them and the solve examples
     refine_from: Literal["mutants", "own"] = "mutants"
+    # "mutants": refine examples that keep a passing code (a gold code and its all-pass feedback -> itself), besides
+    # the refine_examples fixes (0: the refiner sees no passing code in SFT; "own" keeps its own passing codes instead)
+    refine_keep_examples: int = 0
     refine_samples_per_task: int = 1  # "own": codes each agent writes per task to refine
     # "own": the tasks those codes answer: 0, the cold start's training tasks; n, n other train-split tasks
     # (known skeletons, new parameters) that the first SFT never saw
@@ -135,7 +138,10 @@ class MARS2Config:
                      "checkpoint_every_steps", "min_depth", "sandbox_workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
-        for name in ("rl_steps", "refine_examples", "gamma", "seed"):
+        if self.refine_keep_examples and self.refine_from != "mutants":
+            raise ValueError("field 'refine_keep_examples' is for refine_from 'mutants' ('own' keeps the agent's own "
+                             f"passing codes: refine_keep_fraction), got {self.refine_keep_examples} with 'own'")
+        for name in ("rl_steps", "refine_examples", "refine_keep_examples", "gamma", "seed"):
             if getattr(self, name) < 0:
                 raise ValueError(f"field {name!r} must be >= 0, got {getattr(self, name)}")
         if self.max_depth < self.min_depth:
@@ -328,7 +334,7 @@ def _initial_policies(cfg: MARS2Config, run: Run, given: Sequence[Any] | None, t
         if len(given) != cfg.agents:
             raise ValueError(f"train_mars2: {len(given)} policies given for agents={cfg.agents}")
         return [copy.deepcopy(p) for p in given], None
-    mutant_refine = refine_sft_examples(train, sandbox, cfg.refine_examples, cfg.seed)
+    mutant_refine = mutant_refine_examples(cfg, train, sandbox)
     examples = first_stage_examples(cfg, train, mutant_refine)
     resuming = cfg.resume and run.latest() is not None
     if progress and not resuming:

@@ -277,6 +277,7 @@ def test_an_own_refine_cold_start_shares_its_first_level_with_settings_that_diff
 
     from coral.mars2.recipe import MARS2Config
     from coral.policy import tiny_policy
+    from coral.train.sft import SFTConfig
 
     compare = sys.modules["experiments.mars2_compare"]
     firsts, seconds = [], []
@@ -291,6 +292,14 @@ def test_an_own_refine_cold_start_shares_its_first_level_with_settings_that_diff
     assert seconds[0][1].parent != seconds[1][1].parent  # each second level in its own folder
     assert compare.cold_start_key(own) != compare.cold_start_key(own, "first")
     assert compare.cold_start_key(MARS2Config(seed=3)) == compare.cold_start_key(MARS2Config(seed=3), "first")
+    # refine_keep_examples enters the key only when set: the cold starts cached before it keep theirs
+    assert "refine_keep_examples" not in compare._cold_start_fields(MARS2Config(seed=3))
+    assert compare.cold_start_key(replace(MARS2Config(seed=3), refine_keep_examples=5)) != compare.cold_start_key(MARS2Config(seed=3))
+    # golden: the keys of the testbed's S1 cold start (docs/results/efficacy.md), the folders it is cached in
+    s1 = MARS2Config(solutions_per_task=2, sft=SFTConfig(epochs=3.0, lr=3e-3, batch_size=32), refine_from="own",
+                     refine_tasks=2000, refine_examples=2000, refine_keep_fraction=0.3, agent_shapes=((128, 4), (128, 4)),
+                     refine_sft=SFTConfig(epochs=1.0, lr=1e-3, batch_size=32))
+    assert (compare.cold_start_key(s1, "first"), compare.cold_start_key(s1)) == ("1cc906248a39", "b68ee6cf85d5")
 
 
 def test_a_cold_starts_name_changes_with_its_weights_not_only_its_config(training, tmp_path, monkeypatch):

@@ -7,7 +7,13 @@ import pytest
 
 from coral.benchmarks.gold_codes import task_gold_codes
 from coral.benchmarks.procedural import build_task, parse_composition
-from coral.mars2.cold_start import build_agents, own_refine_examples, solve_sft_examples
+from coral.mars2.cold_start import (
+    build_agents,
+    keep_sft_examples,
+    mutant_refine_examples,
+    own_refine_examples,
+    solve_sft_examples,
+)
 from coral.mars2.recipe import MARS2Config
 from coral.policy.scripted import ScriptedPolicy
 from coral.sandbox import Sandbox
@@ -91,3 +97,31 @@ def test_own_refine_codes_come_from_unseen_train_split_tasks_when_refine_tasks_i
     assert all(t.metadata["split"] == "train" for t in other)
     with pytest.raises(ValueError, match="refine_tasks"):
         refine_source_tasks(cfg, train[1:])
+
+
+def test_keep_examples_give_back_one_of_the_tasks_gold_codes_after_its_all_pass_feedback(sandbox):
+    examples = keep_sft_examples([EVEN_TIMES_3, ODD_TIMES_3], sandbox, limit=2, per_task=3, seed=0)
+    golds = {g.strip() for t in (EVEN_TIMES_3, ODD_TIMES_3) for g in task_gold_codes(t)}
+    assert len(examples) == 2
+    for ex in examples:
+        code = ex.completion.removeprefix("```python\n").removesuffix("\n```")
+        assert code in golds and f"```python\n{code}\n```" in ex.messages[-1]["content"]
+        assert "Feedback:\n3/3 tests passed.\nImproved code:" in ex.messages[-1]["content"]
+    assert len(keep_sft_examples([EVEN_TIMES_3, ODD_TIMES_3], sandbox, limit=1, per_task=1, seed=0)) == 1
+    assert keep_sft_examples([EVEN_TIMES_3], sandbox, limit=0, per_task=1, seed=0) == []
+
+
+def test_the_cold_starts_mutant_refine_examples_are_the_fixes_then_the_kept_codes(sandbox):
+    cfg = MARS2Config(refine_examples=1, refine_keep_examples=2, solutions_per_task=2)
+    examples = mutant_refine_examples(cfg, [EVEN_TIMES_3, ODD_TIMES_3], sandbox)
+    assert len(examples) == 3
+    assert "3/3 tests passed." not in examples[0].messages[-1]["content"]  # a failing mutant -> its gold code
+    assert all("3/3 tests passed." in ex.messages[-1]["content"] for ex in examples[1:])
+    assert len(mutant_refine_examples(MARS2Config(refine_examples=1), [EVEN_TIMES_3, ODD_TIMES_3], sandbox)) == 1
+
+
+def test_keep_examples_are_refused_with_own_refine_and_below_zero():
+    with pytest.raises(ValueError, match="refine_keep_examples.*'own'"):
+        MARS2Config(refine_from="own", refine_keep_examples=5)
+    with pytest.raises(ValueError, match="refine_keep_examples.*>= 0"):
+        MARS2Config(refine_keep_examples=-1)
