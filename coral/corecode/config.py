@@ -27,8 +27,10 @@ RESUMABLE_CHANGES = ("out_dir", "resume", "rl_steps", "checkpoint_every_steps", 
 
 
 def _default_sft() -> SFTConfig:
-    # 3 epochs: held-out pass@1 0.21; 6: 0.65 (seed 0, experiments/corecode_rl_probe.py)
-    return SFTConfig(epochs=6.0, lr=3e-3, batch_size=32)
+    # 3 epochs with 3 gold codes per task for the coder (sft_codes_per_task), chosen on validation for RL to have
+    # something to compare (docs/results/efficacy.md, "The demo's cold start"); 6 epochs of one code per task
+    # start and end higher, with a smaller RL gain
+    return SFTConfig(epochs=3.0, lr=3e-3, batch_size=32)
 
 
 def _default_rl() -> GRPOConfig:
@@ -86,7 +88,7 @@ class CoReCodeConfig:
     sft_coder_epochs: float | None = None  # the coder's own SFT epochs (None: sft.epochs)
     # distinct gold codes per task in the coder's SFT data (> 1: the task's idioms, so the coder samples among
     # several correct programs instead of one)
-    sft_codes_per_task: int = 1
+    sft_codes_per_task: int = 3
     sft_processes: int | None = None  # planner and coder SFT in parallel processes (None: one each, <= CPUs)
     rl: GRPOConfig = field(default_factory=_default_rl)  # the RL update of each trained role; rl.temperature samples
     # RL steps. 200: held-out sampled pass@1 rose in 6 of 6 runs over 3 seeds; at 60 and 100 within noise
