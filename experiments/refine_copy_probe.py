@@ -1,0 +1,89 @@
+"""Can a cold-start agent read the refine prompt? Its loss (mean -log p per token) of a task's gold code after
+three prompts, on tasks it was trained on:
+
+- solve: the solver prompt (the problem alone);
+- keep: the refiner prompt holding that same gold code and its all-pass feedback ("3/3 tests passed."), so
+  the answer is in the prompt and a model that reads it copies it;
+- other: the refiner prompt holding another task's gold code (same feedback), where copying is wrong.
+
+A refiner that reads its prompt has keep far below solve; keep near other means the code in the prompt is
+hardly used. Greedy answers to the keep prompt are also checked for being the code back (`copied`).
+
+    PYTHONPATH=. python -m experiments.refine_copy_probe runs/testbed/cold/<key>/agent0 --tasks 40
+
+This module does NOT train anything and reads no test split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from coral.agents import TEMPLATES
+from coral.agents.parsers import extract_code
+from coral.benchmarks.procedural import make_tasks
+from coral.policy.base import GenerationRequest, SamplingParams
+from coral.train.sft import SFTExample, code_block, tokenize_examples
+
+
+def _feedback(task: Any) -> str:
+    n = len(task.public_tests)
+    return f"{n}/{n} tests passed."
+
+
+def _refine(task: Any, code: str, target: str) -> SFTExample:
+    ctx = {"problem": task.prompt.strip(), "code": code.strip(), "feedback": _feedback(task)}
+    return SFTExample(TEMPLATES["refiner"].render(ctx), code_block(target))
+
+
+def _loss(policy: Any, examples: Sequence[SFTExample]) -> float:
+    batch = tokenize_examples(policy, examples)
+    with torch.no_grad():
+        logprobs, mask = policy.forward([p for p, _ in batch], [c for _, c in batch])
+    return float(-(logprobs * mask).sum() / mask.sum())
+
+
+def copy_probe(policy: Any, tasks: Sequence[Any], max_new_tokens: int = 128) -> dict[str, float]:
+    """The three losses and the share of greedy keep answers that give the code back (see the module doc)."""
+    if len(tasks) < 2:
+        raise ValueError("copy_probe needs at least 2 tasks (the 'other' prompt holds another task's code), "
+                         f"got {len(tasks)}")
+    refs = [t.reference.strip() for t in tasks]
+    solve = [SFTExample(TEMPLATES["solver"].render({"problem": t.prompt.strip()}), code_block(r))
+             for t, r in zip(tasks, refs, strict=True)]
+    keep = [_refine(t, r, r) for t, r in zip(tasks, refs, strict=True)]
+    other = [_refine(t, refs[(i + 1) % len(tasks)], r) for i, (t, r) in enumerate(zip(tasks, refs, strict=True))]
+    return {"solve": _loss(policy, solve), "keep": _loss(policy, keep), "other": _loss(policy, other),
+            "copied": copied_share(policy, tasks, max_new_tokens), "tasks": len(tasks)}
+
+
+def copied_share(policy: Any, tasks: Sequence[Any], max_new_tokens: int = 128) -> float:
+    """The share of tasks whose greedy answer to the keep prompt is the gold code it holds."""
+    refs = [t.reference.strip() for t in tasks]
+    greedy = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=0)
+    answers = policy.generate([GenerationRequest(_refine(t, r, r).messages, greedy)
+                               for t, r in zip(tasks, refs, strict=True)])
+    return sum(str(extract_code(a.text).value).strip() == r for a, r in zip(answers, refs, strict=True)) / len(tasks)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from coral.policy.hf import HFPolicy
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("agent", help="a saved agent folder (HFPolicy.save), e.g. runs/testbed/cold/<key>/agent0")
+    ap.add_argument("--tasks", type=int, default=40, help="train-split tasks probed (the first N of the seed)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the train split (the cold start's)")
+    ap.add_argument("--depths", default="1-2", help="task depths, MIN-MAX")
+    args = ap.parse_args(argv)
+    low, high = (int(x) for x in args.depths.split("-"))
+    policy = HFPolicy.load(args.agent, batch_size=16).eval()
+    tasks = make_tasks(args.tasks, "train", min_depth=low, max_depth=high, seed=args.seed)
+    print(json.dumps({"agent": args.agent, **{k: round(v, 4) for k, v in copy_probe(policy, tasks).items()}}))
+
+
+if __name__ == "__main__":
+    main()
