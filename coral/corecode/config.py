@@ -50,7 +50,7 @@ class CoReCodeConfig:
     held_out_split: Literal["test", "validation"] = "test"
     # held-out tasks of the training skeletons, which neither SFT nor RL sees (0: off). The train split's
     # compositions after the first n_train_tasks: new parameters, known kinds of steps
-    n_fresh_tasks: int = 500
+    n_fresh_tasks: int = 250
     # where those come from: train (as above) or rl (with rl_max_depth: the RL pool's stream after its
     # n_train_tasks tasks, RL's own distribution never trained on; with cold_start none SFT's list is not excluded)
     fresh_source: Literal["train", "rl"] = "train"
@@ -91,8 +91,10 @@ class CoReCodeConfig:
     sft_codes_per_task: int = 3
     sft_processes: int | None = None  # planner and coder SFT in parallel processes (None: one each, <= CPUs)
     rl: GRPOConfig = field(default_factory=_default_rl)  # the RL update of each trained role; rl.temperature samples
-    # RL steps. 200: held-out sampled pass@1 rose in 6 of 6 runs over 3 seeds; at 60 and 100 within noise
-    rl_steps: int = 200
+    # RL steps. 150 keeps `make demo` within 15 minutes with the 3-code cold start (its RL step is slower than the
+    # 1-code one's: more failing codes to judge); with the 1-code cold start, 200 steps raised held-out sampled
+    # pass@1 in 6 of 6 runs over 3 seeds, 60 and 100 stayed within noise
+    rl_steps: int = 150
     tasks_per_step: int = 16  # training tasks in each RL step's batch
     plans_per_task: int = 4  # plans the planner samples per task (its GRPO group)
     codes_per_plan: int = 2  # codes the coder samples per plan
