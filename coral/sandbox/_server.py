@@ -25,6 +25,7 @@ a script with only its sibling stdlib-only modules on sys.path.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
@@ -324,9 +325,11 @@ def _start_zygote(setup: _children.Setup, config: dict) -> tuple[int, int, int, 
 
 
 def _exit_removing(run_dir: str) -> None:
-    """The host died: children die with us (their death signal); leave no temp files behind."""
+    """The host died or closed the channel: children die with us (their death signal); leave no temp files
+    behind (the host, when it lives, may be removing the same dir)."""
     _rundir.wipe(run_dir)
-    os.rmdir(run_dir)
+    with contextlib.suppress(FileNotFoundError):
+        os.rmdir(run_dir)
     os._exit(0)
 
 
@@ -356,6 +359,9 @@ def main() -> None:
         except EOFError:
             server.end_live()
             server.stop_judge()
+            # a killed host closes this channel before its death signal reaches us: the EOF may come first
+            if config.get("remove_run_dir_on_exit"):
+                _exit_removing(config["run_dir"])
             return
         try:
             if req["op"] == "end_job":  # the host stopped a job before its last test

@@ -128,3 +128,20 @@ def test_a_worker_whose_run_dir_could_not_be_emptied_is_replaced_before_the_next
         assert sb._all[0].proc.pid != before
     finally:
         sb.close()
+
+
+def test_a_fallback_worker_removes_its_run_dir_when_its_channel_closes(tmp_path, monkeypatch):
+    # a killed host's socket closes before the worker's death signal comes, so the EOF alone must clean up
+    # (otherwise the worker can exit on the EOF and leave its run dir on the host disk)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    sb = make_sandbox("none")
+    try:
+        worker = sb._all[0]
+        run_dir = worker.run_dir
+        assert run_dir is not None and os.path.isdir(run_dir)
+        worker.sock.close()  # the channel closed without Worker.stop's own cleanup, as when the host is killed
+        worker.sock = None
+        assert worker.proc.wait(timeout=10) == 0
+        assert not os.path.exists(run_dir)
+    finally:
+        sb.close()
