@@ -23,28 +23,23 @@ from typing import Any
 
 import torch
 
-from coral.agents import TEMPLATES
 from coral.agents.parsers import extract_code
 from coral.benchmarks.procedural import make_tasks
+from coral.mars2.cold_start import refine_example, solve_sft_examples
 from coral.policy.base import GenerationRequest, SamplingParams
-from coral.train.sft import SFTExample, code_block, tokenize_examples
-
-
-def _feedback(task: Any) -> str:
-    n = len(task.public_tests)
-    return f"{n}/{n} tests passed."
+from coral.train.sft import SFTExample, sft_loss, tokenize_examples
 
 
 def _refine(task: Any, code: str, target: str) -> SFTExample:
-    ctx = {"problem": task.prompt.strip(), "code": code.strip(), "feedback": _feedback(task)}
-    return SFTExample(TEMPLATES["refiner"].render(ctx), code_block(target))
+    """The cold start's refine example for `code` with an all-pass feedback (the message a run of every public
+    test that passes gives: ExecutionResult.feedback)."""
+    n = len(task.public_tests)
+    return refine_example(task, code, f"{n}/{n} tests passed.", target)
 
 
 def _loss(policy: Any, examples: Sequence[SFTExample]) -> float:
-    batch = tokenize_examples(policy, examples)
     with torch.no_grad():
-        logprobs, mask = policy.forward([p for p, _ in batch], [c for _, c in batch])
-    return float(-(logprobs * mask).sum() / mask.sum())
+        return float(sft_loss(policy, tokenize_examples(policy, examples)))
 
 
 def copy_probe(policy: Any, tasks: Sequence[Any], max_new_tokens: int = 128) -> dict[str, float]:
@@ -53,8 +48,7 @@ def copy_probe(policy: Any, tasks: Sequence[Any], max_new_tokens: int = 128) -> 
         raise ValueError("copy_probe needs at least 2 tasks (the 'other' prompt holds another task's code), "
                          f"got {len(tasks)}")
     refs = [t.reference.strip() for t in tasks]
-    solve = [SFTExample(TEMPLATES["solver"].render({"problem": t.prompt.strip()}), code_block(r))
-             for t, r in zip(tasks, refs, strict=True)]
+    solve = solve_sft_examples(tasks)
     keep = [_refine(t, r, r) for t, r in zip(tasks, refs, strict=True)]
     other = [_refine(t, refs[(i + 1) % len(tasks)], r) for i, (t, r) in enumerate(zip(tasks, refs, strict=True))]
     return {"solve": _loss(policy, solve), "keep": _loss(policy, keep), "other": _loss(policy, other),
