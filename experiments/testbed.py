@@ -244,13 +244,10 @@ def table(rows: list[dict[str, Any]]) -> str:
     corecode = [[r["name"], *(_cell(r["figures"], keys) for _, keys in CORECODE_COLUMNS), provenance_cell(r)]
                 for r in rows if "corecode_cold_start" in r["figures"]]
     head = ["setting", "commit, date (UTC), load"]
-    out = ""
-    if mars2:
-        out += "MARS2's agents (validation):\n\n" + markdown_table([head[0], *(h for h, _ in MARS2_COLUMNS), head[1]], mars2)
-    if corecode:
-        out += "\n" * bool(out) + "CoRe-Code's planner and coder (validation):\n\n" + markdown_table(
-            [head[0], *(h for h, _ in CORECODE_COLUMNS), head[1]], corecode)
-    return out
+    sections = [f"{title} (validation):\n\n" + markdown_table([head[0], *(h for h, _ in columns), head[1]], cells)
+                for title, columns, cells in (("MARS2's agents", MARS2_COLUMNS, mars2),
+                                              ("CoRe-Code's planner and coder", CORECODE_COLUMNS, corecode)) if cells]
+    return "\n".join(sections)
 
 
 def main(argv: list[str] | None = None) -> None:
