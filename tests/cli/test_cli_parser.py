@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from coral.cli import build_parser, main
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 def _flags(parser, command):
@@ -41,6 +45,21 @@ def test_dotted_flags_reach_the_nested_config(tmp_path, monkeypatch):
                  "--out-dir", str(tmp_path)]) == 0
     cfg = seen["cfg"]
     assert (cfg.rl.lr, cfg.rl.loss.eps_low, cfg.sft.epochs, cfg.rl.advantage) == (2e-5, 0.1, 2.0, "dr_grpo")
+
+
+def test_the_demo_yaml_holds_what_coral_demo_runs(tmp_path, monkeypatch):
+    """configs/corecode_tiny.yaml says it holds the `coral demo` settings, but `coral demo` reads
+    CoReCodeConfig's defaults: a default changed without the yaml (or the yaml without the default) fails here."""
+    import dataclasses
+
+    import coral.corecode.recipe
+    from coral.config import load_config
+
+    seen = {}
+    monkeypatch.setattr(coral.corecode.recipe, "run_demo", lambda cfg, progress: seen.update(cfg=cfg))
+    assert main(["demo", "--out-dir", str(tmp_path)]) == 0
+    yaml = load_config(coral.corecode.recipe.CoReCodeConfig, str(CONFIGS / "corecode_tiny.yaml"))
+    assert dataclasses.replace(yaml, out_dir=str(tmp_path)) == seen["cfg"]
 
 
 def test_a_bad_nested_flag_names_the_dotted_field(capsys):
