@@ -125,7 +125,8 @@ def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
     per_seed: dict[int, dict[str, Any]] = {}
     for seed in cfg.seeds:
         done = {full_variant(cfg): _corecode_run(cfg, seed, full_variant(cfg))}  # first: its cold start is shared
-        runs = {name: done.get(name) or _corecode_run(cfg, seed, name) for name in corecode_variants(cfg.corecode_roles)}
+        names = corecode_variants(cfg.corecode_roles) if cfg.ablation else done
+        runs = {name: done.get(name) or _corecode_run(cfg, seed, name) for name in names}
         if cfg.single_coder:
             with Sandbox(workers=2) as sandbox:
                 runs[SINGLE] = _single_coder(cfg, seed, corecode_config(cfg, seed, full_variant(cfg)), sandbox)
@@ -133,7 +134,8 @@ def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
     table = _corecode_rows(per_seed, full_variant(cfg))
     save_run(Path(cfg.out) / "corecode" / "results.json", asdict(cfg), {"per_seed": per_seed})
     head = (f"Seeds {list(cfg.seeds)}, {cfg.n_test_tasks} test tasks each, {cfg.rl_steps} RL steps, sampled pass@1 from "
-            f"{cfg.eval_samples_per_task} samples per task at the RL temperature; CoRe-Code at its defaults.\n\n")
+            f"{cfg.eval_samples_per_task} samples per task at the RL temperature; CoRe-Code at its defaults"
+            f"{'' if cfg.ablation else ' (no role RL alone: ablation false)'}.\n\n")
     variants = list(per_seed[cfg.seeds[0]])
     folders = {name: [run_dir(cfg, "corecode", s, name) for s in cfg.seeds] for name in variants}  # every run's out_dir
     curves = write_curves(Path(cfg.results_md), "corecode", folders, f"study C, seeds {list(cfg.seeds)}")

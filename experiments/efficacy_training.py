@@ -87,6 +87,7 @@ class TrainingStudyConfig:
     corecode_roles: tuple[str, ...] = ("planner", "coder")
     eval_samples_per_task: int = 4  # C: samples per test task for sampled pass@1
     single_coder: bool = True  # C: also train and score single-coder GRPO (false: the role ablation only)
+    ablation: bool = True  # C: false runs the full chain's RL alone (no role's RL on its own), e.g. to fit a session
     # B: false trains and scores on validation only, so seeds can run in parallel processes; a later run with
     # every seed reads those runs back, chooses the lrs and searches the test split
     mars2_test: bool = True

@@ -245,6 +245,22 @@ def test_the_corecode_table_without_the_single_coder_says_so(training, load_expe
     assert "Single-coder GRPO was not run" in text
 
 
+def test_study_c_without_the_ablation_runs_the_full_chain_alone(training, load_experiment, tmp_path, monkeypatch):
+    corecode = load_experiment("efficacy_corecode")
+    run = {"sft": {"a": 0.5}, "rl": {"a": 1.0}, "greedy": {"sft": 0.5, "rl": 1.0}, "analysis": {}}
+    seen = []
+    monkeypatch.setattr(corecode, "_corecode_run", lambda cfg, seed, name: seen.append((seed, name)) or run)
+    monkeypatch.setattr(corecode, "write_curves", lambda *args: "")
+    md = tmp_path / "efficacy.md"
+    md.write_text("<!-- corecode:begin -->\n<!-- corecode:end -->\n")
+    cfg = training.TrainingStudyConfig(seeds=(0, 1), ablation=False, single_coder=False, out=str(tmp_path),
+                                       results_md=str(md))
+    corecode.run_corecode(cfg)
+    assert seen == [(0, "both (CoRe-Code)"), (1, "both (CoRe-Code)")]
+    text = md.read_text()
+    assert "| both (CoRe-Code) |" in text and "RL only" not in text and "ablation false" in text
+
+
 def test_a_cached_cold_start_keeps_its_sft_checkpoints_in_its_cache_folder_until_done(training, tmp_path, monkeypatch):
     # a cold start stopped mid-SFT (a session's end) resumes from there instead of starting over
     import sys
