@@ -36,6 +36,8 @@ def nice_ticks(lo: float, hi: float, count: int = 5, integer: bool = False) -> l
         raise ValueError(f"nice_ticks: bounds must be finite, got {lo} and {hi}")
     if hi < lo:
         lo, hi = hi, lo
+    if hi - lo <= 1e-9 * max(abs(lo), abs(hi)):  # equal, or apart by rounding only (0.9999999999999999 and 1.0)
+        hi = lo
     if hi == lo:
         pad = 1.0 if integer else abs(lo) * 0.1 or 0.5
         lo, hi = (lo, hi + pad) if lo == 0 or integer else (lo - pad, hi + pad)

@@ -24,6 +24,8 @@ def test_ticks_are_round_numbers_that_cover_the_data():
     assert nice_ticks(3, 3, integer=True) == [3, 4]  # one step: an axis of one unit, not of fractions
     assert nice_ticks(0.18, 0.26) == pytest.approx([0.18, 0.20, 0.22, 0.24, 0.26])
     assert nice_ticks(-1.3, 0.2) == pytest.approx([-1.5, -1.0, -0.5, 0.0, 0.5])
+    # a ratio logged as 0.9999999999999999 and 1.0: one value to the axis, not a 1e-16 range of equal ticks
+    assert nice_ticks(0.9999999999999999, 1.0) == pytest.approx([0.9, 0.95, 1.0, 1.05, 1.1])
 
 
 def test_smoothing_is_a_centred_moving_average_that_skips_missing_values():
