@@ -123,15 +123,16 @@ def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
     from coral.sandbox import Sandbox
 
     per_seed: dict[int, dict[str, Any]] = {}
+    full = full_variant(cfg)
+    names = list(corecode_variants(cfg.corecode_roles)) if cfg.ablation else [full]
     for seed in cfg.seeds:
-        done = {full_variant(cfg): _corecode_run(cfg, seed, full_variant(cfg))}  # first: its cold start is shared
-        names = corecode_variants(cfg.corecode_roles) if cfg.ablation else done
+        done = {full: _corecode_run(cfg, seed, full)}  # first: its cold start is shared
         runs = {name: done.get(name) or _corecode_run(cfg, seed, name) for name in names}
         if cfg.single_coder:
             with Sandbox(workers=2) as sandbox:
-                runs[SINGLE] = _single_coder(cfg, seed, corecode_config(cfg, seed, full_variant(cfg)), sandbox)
+                runs[SINGLE] = _single_coder(cfg, seed, corecode_config(cfg, seed, full), sandbox)
         per_seed[seed] = runs
-    table = _corecode_rows(per_seed, full_variant(cfg))
+    table = _corecode_rows(per_seed, full)
     save_run(Path(cfg.out) / "corecode" / "results.json", asdict(cfg), {"per_seed": per_seed})
     head = (f"Seeds {list(cfg.seeds)}, {cfg.n_test_tasks} test tasks each, {cfg.rl_steps} RL steps, sampled pass@1 from "
             f"{cfg.eval_samples_per_task} samples per task at the RL temperature; CoRe-Code at its defaults"
