@@ -80,6 +80,10 @@ class TrainingStudyConfig:
     # B: MARS2Config fields of the cold start and RL's tasks over the recipe's defaults (the testbed chosen on
     # validation, docs/results/efficacy.md "The testbed"), e.g. {"n_train_tasks": 2000}
     mars2: dict[str, Any] = field(default_factory=dict)
+    # B: None, each seed RL-trains its own cold start; a seed: every seed starts from that seed's cold start (the
+    # seeds then differ in RL streams, RL tasks and test tasks only: a third of the cold-start cost, blind to the
+    # cold start's spread; study A's field of the same name). Runs go to seed<s>_cold<c> folders
+    cold_start_seed: int | None = None
     # C: further CoReCodeConfig fields of every ablation run (e.g. {"n_train_tasks": 2000}); the single coder
     # takes n_train_tasks, max_new_tokens and plans x codes from the same resolved config
     corecode: dict[str, Any] = field(default_factory=dict)
@@ -102,6 +106,8 @@ class TrainingStudyConfig:
             raise ValueError(f"field 'lrs' must be positive learning rates, got {self.lrs}")
         if self.rl_steps < 1:
             raise ValueError(f"field 'rl_steps' must be >= 1, got {self.rl_steps}")
+        if self.cold_start_seed is not None and self.cold_start_seed < 0:
+            raise ValueError(f"field 'cold_start_seed' must be a seed >= 0 or null, got {self.cold_start_seed}")
         unknown = sorted(set(self.corecode_roles) - set(CORECODE_ROLES))
         if unknown or not {"planner", "coder"} <= set(self.corecode_roles):
             raise ValueError(f"field 'corecode_roles' must hold planner and coder and only {CORECODE_ROLES}, "
@@ -216,7 +222,9 @@ def _mars2_seed(cfg: TrainingStudyConfig, seed: int, sandbox: Any) -> dict[str, 
     mcfg = _mars2_base(cfg, seed)
     train, test = build_tasks(mcfg.splits)
     val = make_tasks(cfg.n_val_tasks, "validation", min_depth=mcfg.min_depth, max_depth=mcfg.max_depth, seed=seed)
-    cold = functools.cache(lambda: cached_cold_start(mcfg, train, sandbox, Path(cfg.cold_cache)))
+    ccfg = mcfg if cfg.cold_start_seed is None else replace(mcfg, seed=cfg.cold_start_seed)
+    cold = functools.cache(lambda: cached_cold_start(ccfg, train if ccfg is mcfg else build_tasks(ccfg.splits)[0],
+                                                     sandbox, Path(cfg.cold_cache)))
     out: dict[str, Any] = {"test": {}, "val": {}}
     for n in (1, 2):
         name, ncfg = f"cold start, {n} agent{'s' * (n > 1)}", replace(mcfg, agents=n)
@@ -283,7 +291,9 @@ def search_once(path: Path, config: Any, policies: Callable[[], Sequence[Any]], 
 
 def run_dir(cfg: TrainingStudyConfig, study: str, seed: int, name: str, lr: float | None = None) -> str:
     slug = "".join(c if c.isalnum() else "_" for c in name).strip("_")
-    return str(Path(cfg.out) / study / f"seed{seed}" / (slug + (f"_lr{lr:g}" if lr is not None else "")))
+    shared = study == "mars2" and cfg.cold_start_seed is not None
+    folder = f"seed{seed}" + (f"_cold{cfg.cold_start_seed}" if shared else "")
+    return str(Path(cfg.out) / study / folder / (slug + (f"_lr{lr:g}" if lr is not None else "")))
 
 
 def _mars2_test(cfg: TrainingStudyConfig, seed: int, name: str, lr: float, sandbox: Any) -> dict[str, Any]:
@@ -317,7 +327,9 @@ def run_mars2(cfg: TrainingStudyConfig) -> dict[str, Any]:
     numbers = {"chosen_lr": chosen, "per_seed": per_seed}
     save_run(Path(cfg.out) / "mars2" / "results.json", asdict(cfg), numbers)
     head = (f"Seeds {list(cfg.seeds)}, {cfg.n_test_tasks} test tasks each, {cfg.rl_steps} RL steps x {cfg.tasks_per_step} "
-            f"tasks x {cfg.max_nodes_per_tree} nodes, cold start {cold_start_summary(cfg.mars2)}; lr per variant chosen on "
+            f"tasks x {cfg.max_nodes_per_tree} nodes, cold start {cold_start_summary(cfg.mars2)} "
+            + ("(one per seed)" if cfg.cold_start_seed is None else f"(seed {cfg.cold_start_seed}'s, shared by all seeds)")
+            + "; lr per variant chosen on "
             f"validation: {chosen}.\n\n")
     trained = {name: [run_dir(cfg, "mars2", s, name, float(lr)) for s in cfg.seeds] for name, lr in chosen.items()}
     curves = write_curves(Path(cfg.results_md), "mars2", trained, f"study B, seeds {list(cfg.seeds)}, chosen lrs")

@@ -4,6 +4,7 @@ and late, share of zero-advantage turns) and the study config's checks, on hand-
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -108,6 +109,28 @@ def test_a_run_dir_names_study_seed_variant_and_lr(training):
     assert training.run_dir(cfg, "mars2", 1, "MARS2 + shaping", 5e-5) == "runs/x/mars2/seed1/MARS2___shaping_lr5e-05"
 
 
+def test_study_b_with_a_shared_cold_start_starts_every_seed_from_that_seeds_and_keeps_its_runs_apart(
+        training, tmp_path, monkeypatch):
+    import sys
+
+    import coral.mars2.recipe
+
+    asked, trained = [], []
+    monkeypatch.setattr(sys.modules["experiments.mars2_compare"], "cached_cold_start",
+                        lambda cfg, train, sandbox, cache: asked.append(cfg.seed) or ["agent0", "agent1"])
+    monkeypatch.setattr(coral.mars2.recipe, "evaluate_search", lambda cfg, policies, tasks, sandbox: ({}, []))
+    monkeypatch.setattr(coral.mars2.recipe, "train_mars2", lambda cfg, policies, **kw: trained.append(
+        (cfg.seed, cfg.out_dir, tuple(policies))) or {"after": {"pass@1": 0.5}})
+    cfg = training.TrainingStudyConfig(seeds=(2,), lrs=(1e-4,), cold_start_seed=0, n_val_tasks=2,
+                                       mars2={"n_train_tasks": 20}, out=str(tmp_path))
+    training._mars2_seed(cfg, 2, None)
+    assert set(asked) == {0}  # seed 2's RL starts from seed 0's cold start
+    assert {seed for seed, _, _ in trained} == {2} and len(trained) == len(training.MARS2_VARIANTS)
+    assert all(f"{tmp_path}/mars2/seed2_cold0/" in out for _, out, _ in trained)
+    assert training.run_dir(replace(cfg, cold_start_seed=None), "mars2", 2, "x") == f"{tmp_path}/mars2/seed2/x"
+    assert training.run_dir(cfg, "corecode", 2, "x") == f"{tmp_path}/corecode/seed2/x"  # B's field only
+
+
 def test_the_study_config_refuses_repeated_seeds_and_bad_lrs(training, load_experiment):
     from coral.config import UserInputError, from_mapping
 
@@ -115,6 +138,8 @@ def test_the_study_config_refuses_repeated_seeds_and_bad_lrs(training, load_expe
         from_mapping(training.TrainingStudyConfig, {"seeds": [0, 0]}, "--set")
     with pytest.raises(UserInputError, match="lrs"):
         from_mapping(training.TrainingStudyConfig, {"lrs": [0.0]}, "--set")
+    with pytest.raises(UserInputError, match="cold_start_seed"):
+        from_mapping(training.TrainingStudyConfig, {"cold_start_seed": -1}, "--set")
 
 
 @pytest.mark.slow  # no SFT, but trains 3 variants x 2 lrs x 2 seeds and searches: 10-60 s on 2 busy cores
