@@ -74,6 +74,7 @@ def _corecode_run(cfg: TrainingStudyConfig, seed: int, name: str) -> dict[str, A
     return {"sft": task_pass_rates(out / "eval_sft_sampled" / "samples.jsonl"),
             "rl": task_pass_rates(out / "eval_rl_sampled" / "samples.jsonl"),
             "greedy": {"sft": summary["pass@1_sft"], "rl": summary["pass@1_rl"]},
+            "greedy_tasks": {w: task_pass_rates(out / f"eval_{w}" / "samples.jsonl") for w in ("sft", "rl")},
             "analysis": run_analysis(out / "metrics.jsonl")}
 
 
@@ -132,7 +133,7 @@ def run_corecode(cfg: TrainingStudyConfig) -> dict[str, Any]:
             with Sandbox(workers=2) as sandbox:
                 runs[SINGLE] = _single_coder(cfg, seed, corecode_config(cfg, seed, full), sandbox)
         per_seed[seed] = runs
-    table = _corecode_rows(per_seed, full)
+    table = _corecode_rows(per_seed, full) + "\n" + _seed_rows(per_seed, full)
     save_run(Path(cfg.out) / "corecode" / "results.json", asdict(cfg), {"per_seed": per_seed})
     head = (f"Seeds {list(cfg.seeds)}, {cfg.n_test_tasks} test tasks each, {cfg.rl_steps} RL steps, sampled pass@1 from "
             f"{cfg.eval_samples_per_task} samples per task at the RL temperature; CoRe-Code at its defaults"
@@ -174,3 +175,28 @@ def _corecode_rows(per_seed: dict[int, dict[str, Any]], both: str) -> str:
                             "entropy first → last; KL to cold start last"], rows)
             + ("\nSingle-coder GRPO was not run (`single_coder: false`).\n" if vs is None else
                f"\nCoRe-Code after RL against single-coder GRPO after RL (paired per task): {fmt_change(vs)}\n"))
+
+
+def _seed_rows(per_seed: dict[int, dict[str, Any]], full: str) -> str:
+    """CoRe-Code's change over its SFT at each seed and pooled (sampled and greedy, paired per task), and its
+    gap to the single coder after RL: the spread over seeds behind the table's pooled figures."""
+    seeds = sorted(per_seed)
+
+    def change(name: str, before: str, after: str, at: list[int], key: str | None = None) -> str:
+        pick = (lambda r: r[key]) if key else (lambda r: r)
+        b, a = ({s: pick(per_seed[s][name])[before] for s in at}, {s: pick(per_seed[s][name])[after] for s in at})
+        rates = (f"{mean_rate(b[at[0]]):.3f} → {mean_rate(a[at[0]]):.3f}, " if len(at) == 1 else "")
+        return rates + fmt_change(pooled_paired_change(b, a))
+
+    def gap(at: list[int]) -> str:
+        return fmt_change(pooled_paired_change({s: per_seed[s][SINGLE]["rl"] for s in at},
+                                               {s: per_seed[s][full]["rl"] for s in at}))
+
+    single = SINGLE in per_seed[seeds[0]]
+    rows = [[str(at[0]) if len(at) == 1 else "pooled", change(full, "sft", "rl", at),
+             change(full, "sft", "rl", at, "greedy_tasks"),
+             *([change(SINGLE, "sft", "rl", at), gap(at)] if single else [])]
+            for at in [[s] for s in seeds] + ([seeds] if len(seeds) > 1 else [])]
+    return ("Per seed (paired per task; greedy: the recipe's one plan, one code):\n\n"
+            + markdown_table(["seed", f"{full}, sampled SFT → RL", f"{full}, greedy SFT → RL",
+                              *([f"{SINGLE}, sampled SFT → RL", f"{full} − {SINGLE}, after RL"] if single else [])], rows))

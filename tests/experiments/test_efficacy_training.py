@@ -270,9 +270,28 @@ def test_the_corecode_table_without_the_single_coder_says_so(training, load_expe
     assert "Single-coder GRPO was not run" in text
 
 
+def test_study_cs_per_seed_table_gives_each_seeds_paired_changes_and_the_pooled_ones(training, load_experiment):
+    corecode = load_experiment("efficacy_corecode")
+    full, single = "both (CoRe-Code)", corecode.SINGLE
+    greedy = {"sft": {"a": 0.0, "b": 0.0}, "rl": {"a": 1.0, "b": 0.0}}
+    per_seed = {0: {full: {"sft": {"a": 0.5, "b": 0.0}, "rl": {"a": 1.0, "b": 0.5}, "greedy_tasks": greedy},
+                    single: {"sft": {"a": 0.75, "b": 0.5}, "rl": {"a": 1.0, "b": 1.0}}},
+                1: {full: {"sft": {"a": 0.5, "b": 0.5}, "rl": {"a": 0.5, "b": 1.0}, "greedy_tasks": greedy},
+                    single: {"sft": {"a": 0.5, "b": 0.5}, "rl": {"a": 0.5, "b": 1.0}}}}
+    text = corecode._seed_rows(per_seed, full)
+    # seed 0: sampled changes +0.5 and +0.5; greedy +1 and 0 (SE 0.5); against the single coder 0 and -0.5
+    assert ("| 0 | 0.250 → 0.750, +0.500 ± 0.000 (2↑ 0↓) | 0.000 → 0.500, +0.500 ± 0.500 (1↑ 0↓) | "
+            "0.625 → 1.000, +0.375 ± 0.125 (2↑ 0↓) | -0.250 ± 0.250 (0↑ 1↓) |") in text
+    # pooled over both seeds' four tasks: sampled changes 0.5, 0.5, 0, 0.5 (mean 0.375, SD 0.25)
+    assert "| pooled | +0.375 ± 0.125 (3↑ 0↓) | +0.500 ± 0.289 (2↑ 0↓) |" in text
+    no_single = corecode._seed_rows({s: {full: r[full]} for s, r in per_seed.items()}, full)
+    assert single not in no_single and "| 1 | 0.500 → 0.750, +0.250 ± 0.250 (1↑ 0↓) |" in no_single
+
+
 def test_study_c_without_the_ablation_runs_the_full_chain_alone(training, load_experiment, tmp_path, monkeypatch):
     corecode = load_experiment("efficacy_corecode")
-    run = {"sft": {"a": 0.5}, "rl": {"a": 1.0}, "greedy": {"sft": 0.5, "rl": 1.0}, "analysis": {}}
+    run = {"sft": {"a": 0.5}, "rl": {"a": 1.0}, "greedy": {"sft": 0.5, "rl": 1.0},
+           "greedy_tasks": {"sft": {"a": 0.0}, "rl": {"a": 1.0}}, "analysis": {}}
     seen = []
     monkeypatch.setattr(corecode, "_corecode_run", lambda cfg, seed, name: seen.append((seed, name)) or run)
     monkeypatch.setattr(corecode, "write_curves", lambda *args: "")
