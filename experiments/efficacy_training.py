@@ -84,6 +84,9 @@ class TrainingStudyConfig:
     # seeds then differ in RL streams, RL tasks and test tasks only: a third of the cold-start cost, blind to the
     # cold start's spread; study A's field of the same name). Runs go to seed<s>_cold<c> folders
     cold_start_seed: int | None = None
+    # B: the variants trained (names of MARS2_VARIANTS), e.g. the papers' claim alone: single-agent GRPO and MARS2 +
+    # shaping; the claims the table pairs are those whose two variants ran
+    mars2_variants: tuple[str, ...] = tuple(MARS2_VARIANTS)
     # C: further CoReCodeConfig fields of every ablation run (e.g. {"n_train_tasks": 2000}); the single coder
     # takes n_train_tasks, max_new_tokens and plans x codes from the same resolved config
     corecode: dict[str, Any] = field(default_factory=dict)
@@ -106,6 +109,9 @@ class TrainingStudyConfig:
             raise ValueError(f"field 'lrs' must be positive learning rates, got {self.lrs}")
         if self.rl_steps < 1:
             raise ValueError(f"field 'rl_steps' must be >= 1, got {self.rl_steps}")
+        unknown_variants = [v for v in self.mars2_variants if v not in MARS2_VARIANTS]
+        if unknown_variants or not self.mars2_variants:
+            raise ValueError(f"field 'mars2_variants' must name some of {list(MARS2_VARIANTS)}, got {list(self.mars2_variants)}")
         if self.cold_start_seed is not None and self.cold_start_seed < 0:
             raise ValueError(f"field 'cold_start_seed' must be a seed >= 0 or null, got {self.cold_start_seed}")
         unknown = sorted(set(self.corecode_roles) - set(CORECODE_ROLES))
@@ -230,7 +236,7 @@ def _mars2_seed(cfg: TrainingStudyConfig, seed: int, sandbox: Any) -> dict[str, 
         name, ncfg = f"cold start, {n} agent{'s' * (n > 1)}", replace(mcfg, agents=n)
         out["test"][name] = search_once(Path(run_dir(cfg, "mars2", seed, name)) / "test.json", ncfg,
                                         lambda n=n: cold()[:n], test, sandbox)
-    for name in MARS2_VARIANTS:
+    for name in cfg.mars2_variants:
         for lr in cfg.lrs:
             vcfg = _variant_config(cfg, mcfg, name, lr)
             if finished(Path(vcfg.out_dir), vcfg):
@@ -319,7 +325,7 @@ def run_mars2(cfg: TrainingStudyConfig) -> dict[str, Any]:
                   "the test split", flush=True)
             return {"per_seed": per_seed}
         chosen = {name: best_of({str(lr): over_seeds({s: per_seed[s]["val"][name][lr] for s in cfg.seeds})["mean"]
-                                 for lr in cfg.lrs}) for name in MARS2_VARIANTS}
+                                 for lr in cfg.lrs}) for name in cfg.mars2_variants}
         for seed in cfg.seeds:
             for name, lr in chosen.items():
                 per_seed[seed]["test"][name] = _mars2_test(cfg, seed, name, float(lr), sandbox)
@@ -365,8 +371,9 @@ def _mars2_pairs(per_seed: Mapping[int, Any]) -> str:
     def rates(name: str) -> dict[int, Any]:
         return {s: per_seed[s]["test"][name]["pass@1"] for s in per_seed}
 
-    pairs = [("MARS2, no shaping", "single-agent GRPO"), ("MARS2 + shaping", "single-agent GRPO"),
-             ("MARS2 + shaping", "MARS2, no shaping")]
+    ran = set(per_seed[next(iter(per_seed))]["test"])
+    pairs = [(a, b) for a, b in (("MARS2, no shaping", "single-agent GRPO"), ("MARS2 + shaping", "single-agent GRPO"),
+                                 ("MARS2 + shaping", "MARS2, no shaping")) if {a, b} <= ran]
     return "\n" + "".join(f"{a} against {b}, after RL (Pass@1, paired per task): "
                           f"{fmt_change(pooled_paired_change(rates(b), rates(a)))}\n" for a, b in pairs)
 

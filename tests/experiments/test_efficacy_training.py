@@ -121,14 +121,24 @@ def test_study_b_with_a_shared_cold_start_starts_every_seed_from_that_seeds_and_
     monkeypatch.setattr(coral.mars2.recipe, "evaluate_search", lambda cfg, policies, tasks, sandbox: ({}, []))
     monkeypatch.setattr(coral.mars2.recipe, "train_mars2", lambda cfg, policies, **kw: trained.append(
         (cfg.seed, cfg.out_dir, tuple(policies))) or {"after": {"pass@1": 0.5}})
-    cfg = training.TrainingStudyConfig(seeds=(2,), lrs=(1e-4,), cold_start_seed=0, n_val_tasks=2,
+    claim = ("single-agent GRPO", "MARS2 + shaping")
+    cfg = training.TrainingStudyConfig(seeds=(2,), lrs=(1e-4,), cold_start_seed=0, n_val_tasks=2, mars2_variants=claim,
                                        mars2={"n_train_tasks": 20}, out=str(tmp_path))
-    training._mars2_seed(cfg, 2, None)
+    assert set(training._mars2_seed(cfg, 2, None)["val"]) == set(claim)  # the variants asked for, no other
     assert set(asked) == {0}  # seed 2's RL starts from seed 0's cold start
-    assert {seed for seed, _, _ in trained} == {2} and len(trained) == len(training.MARS2_VARIANTS)
+    assert {seed for seed, _, _ in trained} == {2} and len(trained) == 2
+    assert [len(policies) for _, _, policies in trained] == [1, 2]  # single agent, then both
     assert all(f"{tmp_path}/mars2/seed2_cold0/" in out for _, out, _ in trained)
     assert training.run_dir(replace(cfg, cold_start_seed=None), "mars2", 2, "x") == f"{tmp_path}/mars2/seed2/x"
     assert training.run_dir(cfg, "corecode", 2, "x") == f"{tmp_path}/corecode/seed2/x"  # B's field only
+
+
+def test_study_b_pairs_only_the_variants_that_ran(training):
+    per_seed = {0: {"test": {"single-agent GRPO": {"pass@1": {"a": 0.0, "b": 1.0}},
+                             "MARS2 + shaping": {"pass@1": {"a": 1.0, "b": 1.0}}}}}
+    text = training._mars2_pairs(per_seed)
+    assert text == ("\nMARS2 + shaping against single-agent GRPO, after RL (Pass@1, paired per task): "
+                    "+0.500 ± 0.500 (1↑ 0↓)\n")
 
 
 def test_the_study_config_refuses_repeated_seeds_and_bad_lrs(training, load_experiment):
@@ -138,6 +148,8 @@ def test_the_study_config_refuses_repeated_seeds_and_bad_lrs(training, load_expe
         from_mapping(training.TrainingStudyConfig, {"seeds": [0, 0]}, "--set")
     with pytest.raises(UserInputError, match="lrs"):
         from_mapping(training.TrainingStudyConfig, {"lrs": [0.0]}, "--set")
+    with pytest.raises(UserInputError, match="mars2_variants.*MARS2 shaping"):
+        from_mapping(training.TrainingStudyConfig, {"mars2_variants": ["MARS2 shaping"]}, "--set")
     with pytest.raises(UserInputError, match="cold_start_seed"):
         from_mapping(training.TrainingStudyConfig, {"cold_start_seed": -1}, "--set")
 
