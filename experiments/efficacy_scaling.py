@@ -54,8 +54,8 @@ class ScalingConfig:
     n_val_tasks: int = 30  # validation-split tasks per seed and depth range
     val_budget: int = 4  # samples per validation task (the per-sample pass rate is the figure)
     depths: tuple[tuple[int, int], ...] = ((1, 2), (2, 2), (3, 3))  # candidate (min, max) composition depths
-    # MARS2Config fields of the cold start over the recipe's defaults (the testbed chosen on validation,
-    # docs/results/efficacy.md "The testbed"); the cache key holds all of them
+    # MARS2Config fields of the cold start over the recipe's defaults, e.g. the testbed's best setting S3
+    # (docs/results/efficacy.md "The testbed": the defaults are not it); the cache key holds all of them
     mars2: dict[str, Any] = field(default_factory=dict)
     # None: each seed its own cold start (the cached ones study B trains too); a seed: every seed searches
     # with that seed's cold-started agents (seeds then differ in test tasks and sampling streams only:
@@ -163,7 +163,7 @@ def _cold_start(cfg: ScalingConfig, seed: int, sandbox: Any) -> tuple[str, list[
 
 
 def cold_start_summary(overrides: Mapping[str, Any]) -> str:
-    """The cold start in words: the recipe's defaults (the chosen testbed) and any field a study overrides."""
+    """The cold start in words: the recipe's defaults and any field a study overrides."""
     return "at MARS2's defaults" + (f" but {json.dumps(dict(overrides))}" if overrides else "")
 
 

@@ -2,7 +2,7 @@
 
 B (`mars2`): single-agent GRPO (best-of-N rollouts) against MARS2 without and with tree-consistent
 shaping, at equal samples (same nodes per tree, tasks per step and RL steps), from one cached cold start
-per seed (at MARS2Config's defaults, the testbed chosen on validation, unless `mars2` overrides them). The RL learning rate of each variant is chosen on
+per seed (MARS2Config's defaults with the fields of `mars2` over them, e.g. the testbed's S3 setting). The RL learning rate of each variant is chosen on
 validation-split tasks (mean Pass@1 over seeds); the test split is then searched once per variant with the
 chosen run's final agents. Per-agent and system Pass@1 / Pass@N; paired changes against the cold start.
 Finished runs and searches of the same config are read back, so seeds can train in parallel processes
@@ -77,8 +77,8 @@ class TrainingStudyConfig:
     max_nodes_per_tree: int = 8  # B: nodes per tree in training and evaluation
     tasks_per_step: int = 16
     max_new_tokens: int = 96  # B: longest code, in tokens
-    # B: MARS2Config fields of the cold start and RL's tasks over the recipe's defaults (the testbed chosen on
-    # validation, docs/results/efficacy.md "The testbed"), e.g. {"n_train_tasks": 2000}
+    # B: MARS2Config fields of the cold start and RL's tasks over the recipe's defaults, e.g. the testbed's best
+    # setting S3 (docs/results/efficacy.md "The testbed": the defaults are not it)
     mars2: dict[str, Any] = field(default_factory=dict)
     # B: None, each seed RL-trains its own cold start; a seed: every seed starts from that seed's cold start (the
     # seeds then differ in RL streams, RL tasks and test tasks only: a third of the cold-start cost, blind to the
