@@ -182,10 +182,11 @@ def _seed_rows(per_seed: dict[int, dict[str, Any]], full: str) -> str:
     gap to the single coder after RL: the spread over seeds behind the table's pooled figures."""
     seeds = sorted(per_seed)
 
-    def change(name: str, before: str, after: str, at: list[int], key: str | None = None) -> str:
-        pick = (lambda r: r[key]) if key else (lambda r: r)
-        b, a = ({s: pick(per_seed[s][name])[before] for s in at}, {s: pick(per_seed[s][name])[after] for s in at})
-        rates = (f"{mean_rate(b[at[0]]):.3f} → {mean_rate(a[at[0]]):.3f}, " if len(at) == 1 else "")
+    def change(at: list[int], name: str, scored: str | None = None) -> str:
+        """SFT -> RL of run `name` at seeds `at` (per task: its sampled rates, or `scored`'s, e.g. greedy_tasks)."""
+        runs = {s: per_seed[s][name] if scored is None else per_seed[s][name][scored] for s in at}
+        b, a = {s: r["sft"] for s, r in runs.items()}, {s: r["rl"] for s, r in runs.items()}
+        rates = f"{mean_rate(b[at[0]]):.3f} → {mean_rate(a[at[0]]):.3f}, " if len(at) == 1 else ""
         return rates + fmt_change(pooled_paired_change(b, a))
 
     def gap(at: list[int]) -> str:
@@ -193,9 +194,8 @@ def _seed_rows(per_seed: dict[int, dict[str, Any]], full: str) -> str:
                                                {s: per_seed[s][full]["rl"] for s in at}))
 
     single = SINGLE in per_seed[seeds[0]]
-    rows = [[str(at[0]) if len(at) == 1 else "pooled", change(full, "sft", "rl", at),
-             change(full, "sft", "rl", at, "greedy_tasks"),
-             *([change(SINGLE, "sft", "rl", at), gap(at)] if single else [])]
+    rows = [[str(at[0]) if len(at) == 1 else "pooled", change(at, full), change(at, full, "greedy_tasks"),
+             *([change(at, SINGLE), gap(at)] if single else [])]
             for at in [[s] for s in seeds] + ([seeds] if len(seeds) > 1 else [])]
     return ("Per seed (paired per task; greedy: the recipe's one plan, one code):\n\n"
             + markdown_table(["seed", f"{full}, sampled SFT → RL", f"{full}, greedy SFT → RL",

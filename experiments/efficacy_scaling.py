@@ -162,9 +162,11 @@ def _cold_start(cfg: ScalingConfig, seed: int, sandbox: Any) -> tuple[str, list[
     return cold_start_name(mcfg, Path(cfg.cold_cache)), policies
 
 
-def cold_start_summary(overrides: Mapping[str, Any]) -> str:
-    """The cold start in words: the recipe's defaults and any field a study overrides."""
-    return "at MARS2's defaults" + (f" but {json.dumps(dict(overrides))}" if overrides else "")
+def cold_start_summary(overrides: Mapping[str, Any], shared_seed: int | None) -> str:
+    """The cold start in words: the recipe's defaults, any field a study overrides, and whose it is (each
+    seed's own, or `shared_seed`'s for every seed: the studies' `cold_start_seed`)."""
+    whose = "(one per seed)" if shared_seed is None else f"(seed {shared_seed}'s, shared by all seeds)"
+    return "at MARS2's defaults" + (f" but {json.dumps(dict(overrides))}" if overrides else "") + f" {whose}"
 
 
 def validate(cfg: ScalingConfig, cold: Mapping[int, tuple[str, list[Any]]], sandbox: Any) -> dict[str, Any]:
@@ -279,9 +281,8 @@ def run(cfg: ScalingConfig) -> dict[str, Any]:
                                                      f"{cfg.n_test_tasks} tasks x {len(cfg.seeds)} seeds"))
     head = (f"Depth {lo}-{hi} (chosen on validation; per-sample pass rate of the cold start by depth range: "
             + ", ".join(f"{d} {r:.3f}" for d, r in val["mean"].items()) + f"), {cfg.n_test_tasks} test tasks per "
-            f"seed, seeds {list(cfg.seeds)}, cold start {cold_start_summary(cfg.mars2)} "
-            + ("(one per seed)" if cfg.cold_start_seed is None else f"(seed {cfg.cold_start_seed}'s, shared by all seeds)")
-            + f". Plot: `{svg.name}`.\n\n")
+            f"seed, seeds {list(cfg.seeds)}, cold start {cold_start_summary(cfg.mars2, cfg.cold_start_seed)}"
+            f". Plot: `{svg.name}`.\n\n")
     why = ("\nWhy, from the test trees (private pass rate of each kind of node, node count in brackets):\n\n"
            + why_table(stats))
     write_section(md, "scaling", head + table(summary, cfg.budgets) + why)

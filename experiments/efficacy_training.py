@@ -333,10 +333,8 @@ def run_mars2(cfg: TrainingStudyConfig) -> dict[str, Any]:
     numbers = {"chosen_lr": chosen, "per_seed": per_seed}
     save_run(Path(cfg.out) / "mars2" / "results.json", asdict(cfg), numbers)
     head = (f"Seeds {list(cfg.seeds)}, {cfg.n_test_tasks} test tasks each, {cfg.rl_steps} RL steps x {cfg.tasks_per_step} "
-            f"tasks x {cfg.max_nodes_per_tree} nodes, cold start {cold_start_summary(cfg.mars2)} "
-            + ("(one per seed)" if cfg.cold_start_seed is None else f"(seed {cfg.cold_start_seed}'s, shared by all seeds)")
-            + "; lr per variant chosen on "
-            f"validation: {chosen}.\n\n")
+            f"tasks x {cfg.max_nodes_per_tree} nodes, cold start {cold_start_summary(cfg.mars2, cfg.cold_start_seed)}; "
+            f"lr per variant chosen on validation: {chosen}.\n\n")
     trained = {name: [run_dir(cfg, "mars2", s, name, float(lr)) for s in cfg.seeds] for name, lr in chosen.items()}
     curves = write_curves(Path(cfg.results_md), "mars2", trained, f"study B, seeds {list(cfg.seeds)}, chosen lrs")
     write_section(Path(cfg.results_md), "mars2", head + rows + "\n" + curves)
