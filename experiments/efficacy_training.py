@@ -359,7 +359,7 @@ def _mars2_rows(per_seed: Mapping[int, Any], chosen: Mapping[str, str]) -> str:
         cells += ["-", "-"] if a[0] is None else analysis_cells(a)
         rows.append(cells)
     return markdown_table(["variant", "lr", "Pass@1", "Pass@N", "Pass@1 change vs its cold start (paired)",
-                           "per-agent Pass@1", "train reward first → last 3 steps; zero-advantage turns; flat groups",
+                           "per-agent Pass@1 (its own nodes in the shared tree)", "train reward first → last 3 steps; zero-advantage turns; flat groups",
                            "entropy first → last; KL to cold start last"], rows)
 
 
