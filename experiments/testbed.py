@@ -12,7 +12,8 @@ per task (entropy, flat best-of-N groups, pass@1, pass@k) and one refinement of 
 code against fresh samples of the same task, keep rate of a passing code), the agents' gap and failure
 correlation, AB-MCTS-A trees of all agents (flat trees, Pass@1 / Pass@N), and CoRe-Code's rollout (flat coder
 and planner groups, pass@1 / pass@8). Each run appends one row (setting, figures, command, commit, date, load
-average) to `out`/rows.jsonl and rewrites the table of every row in `results_md` (section "testbed").
+average) to `rows` (tracked beside the results page, so a fresh clone keeps every setting measured before) and
+rewrites the table of every row in `results_md` (section "testbed"); the new row's figures are printed.
 
 This module does NOT choose a setting (a person reads the table against the targets) and never touches the
 test split.
@@ -63,7 +64,7 @@ class TestbedConfig:
     # CoRe-Code's rollout shapes measured, (plans per task, codes per plan): the recipe's 4 x 2 and 2 x 4 (the
     # same 8 codes per task, twice the codes per coder group)
     chain_shapes: tuple[tuple[int, int], ...] = ((4, 2), (2, 4))
-    out: str = "runs/testbed"
+    rows: str = "docs/results/testbed_rows.jsonl"  # every measured setting's row; the table is made from them
     cold_cache: str = "runs/testbed/cold"
     results_md: str = "docs/results/efficacy.md"
 
@@ -142,12 +143,17 @@ def measure(cfg: TestbedConfig) -> dict[str, Any]:
             figures.update(_corecode(cfg, val, sandbox))
     row = {"name": cfg.name, "setting": asdict(cfg), "cold_start": name, "figures": rounded(figures),
            **provenance(), "wall_s": round(time.perf_counter() - t0)}
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / "rows.jsonl").open("a") as f:
-        f.write(json.dumps(row) + "\n")
-    write_section(Path(cfg.results_md), "testbed", table([json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()]))
+    save_row(row, Path(cfg.rows), Path(cfg.results_md))
+    print(table([row]), flush=True)
     return row
+
+
+def save_row(row: dict[str, Any], rows: Path, results_md: Path) -> None:
+    """Append `row` to the `rows` file and rewrite the testbed table of `results_md` from all its rows."""
+    rows.parent.mkdir(parents=True, exist_ok=True)
+    with rows.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+    write_section(results_md, "testbed", table([json.loads(x) for x in rows.read_text().splitlines()]))
 
 
 def _mars2(cfg: TestbedConfig, val: list[Any], sandbox: Any, figures: dict[str, Any]) -> str:

@@ -73,7 +73,7 @@ def test_a_tiny_setting_is_measured_end_to_end_and_its_row_written_to_the_table(
     cfg = TestbedConfig(name="tiny", mars2=tiny, corecode={"n_train_tasks": 40, "d_model": 32, "n_layers": 1,
                                                            "sft": {"epochs": 0.3, "batch_size": 8}, "max_new_tokens": 16,
                                                            "sft_processes": 1},
-                        n_val_tasks=3, samples=2, tree_nodes=2, out=str(tmp_path), cold_cache=str(tmp_path / "cold"),
+                        n_val_tasks=3, samples=2, tree_nodes=2, rows=str(tmp_path / "rows.jsonl"), cold_cache=str(tmp_path / "cold"),
                         results_md=str(tmp_path / "r.md"))
     row = measure(cfg)
     for key in ("agent0_entropy", "agent1_flat_groups", "agent0_refine_fail", "agent_gap", "tree_flat", "coder_flat@4x2",
@@ -105,3 +105,27 @@ def test_each_table_lists_only_the_settings_that_measured_its_system():
     assert "| c |" in corecode_part and "| m |" not in corecode_part
     assert table([corecode_row]).startswith("CoRe-Code's planner and coder")
     assert "CoRe-Code" not in table([mars2_row])
+
+
+def test_a_saved_row_joins_the_rows_before_it_in_the_table(tmp_path):
+    from experiments.testbed import save_row
+
+    prov = {"commit": "abc", "date_utc": "2026-12-06 10:00", "loadavg": "1.0 1.0 1.0"}
+    md = tmp_path / "r.md"
+    md.write_text("<!-- testbed:begin -->\n<!-- testbed:end -->\n")
+    for name in ("first", "second"):
+        save_row({"name": name, "figures": {"agent0_pass@1": 0.3}, **prov}, tmp_path / "rows.jsonl", md)
+    assert "| first |" in md.read_text() and "| second |" in md.read_text()
+
+
+def test_the_results_pages_testbed_table_is_made_from_the_tracked_rows():
+    # the rows live in the repository: a run in a fresh clone adds its row to every setting measured before
+    import json
+    from pathlib import Path
+
+    from experiments.testbed import TestbedConfig, table
+
+    cfg = TestbedConfig()
+    rows = [json.loads(x) for x in Path(cfg.rows).read_text().splitlines()]
+    section = Path(cfg.results_md).read_text().split("<!-- testbed:begin -->")[1].split("<!-- testbed:end -->")[0]
+    assert table(rows).strip() == section.strip()
