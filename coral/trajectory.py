@@ -116,6 +116,9 @@ class TestResult:
     verdict: Verdict
     message: str = ""
     output: str = ""  # stdout then stderr tail of a stdio test, only for jobs with keep_output=True
+    # the program's stdout alone (keep_output jobs): what an output rule compares. Not cut out of `output`: a
+    # program can print the "[stderr]" marker that separates the two there
+    stdout: str = ""
     cost: TestCost = field(default_factory=TestCost, compare=False)
 
     @property

@@ -53,7 +53,7 @@ class Job:
     test_setup: str = ""
     timeout_s: float | None = None
     memory_mb: int | None = None
-    keep_output: bool = False  # stdio tests: return the program's stdout and stderr tail in TestResult.output
+    keep_output: bool = False  # stdio tests: the program's stdout and stderr tail in TestResult.output, stdout in .stdout
     # assert tests: count the steps and the allocation peak of the test's calls (TestCost), a measure that
     # does not move with the machine's load; the calls run under a line tracer, several times slower
     count_steps: bool = False
@@ -254,7 +254,7 @@ class Sandbox:
                 result = _judge_stdio(outcome, case, stdout, stderr, memory_mb)
                 if job.keep_output:
                     output = (stdout + (b"\n[stderr]\n" + stderr if stderr else b"")).decode(errors="replace")
-                    result = dataclasses.replace(result, output=output)
+                    result = dataclasses.replace(result, output=output, stdout=stdout.decode(errors="replace"))
                 results.append(result)
         return ExecutionResult(tests=tuple(results))
 

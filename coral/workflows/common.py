@@ -52,21 +52,15 @@ def _rejudges(task: Task) -> bool:
     return task.output_match != "lines" and any(t.kind == "stdio" for t in task.all_tests)
 
 
-def stdout_of(output: str) -> str:
-    """The program's stdout in a TestResult.output, which the sandbox writes as stdout, then (when the
-    program wrote to stderr) "\n[stderr]\n" and stderr's tail."""
-    return output.split("\n[stderr]\n", 1)[0]
-
-
 def _rejudged(task: Task, result: ExecutionResult) -> ExecutionResult:
     """`result` with each failed stdio test judged again by the task's output rule; outputs dropped (they
     were kept for this comparison only)."""
     match = OUTPUT_MATCHES[task.output_match]
     tests = []
     for case, test in zip(task.public_tests + task.private_tests, result.tests, strict=True):
-        if case.kind == "stdio" and test.verdict == "fail" and match(stdout_of(test.output), case.expected_stdout):
+        if case.kind == "stdio" and test.verdict == "fail" and match(test.stdout, case.expected_stdout):
             test = replace(test, verdict="pass", message="")
-        tests.append(replace(test, output=""))
+        tests.append(replace(test, output="", stdout=""))
     return ExecutionResult(tuple(tests), result.error)
 
 

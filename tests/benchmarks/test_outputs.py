@@ -68,7 +68,15 @@ def test_a_stdio_output_the_benchmarks_rule_accepts_passes_and_the_plain_rule_fa
 
 def test_the_benchmarks_rule_still_fails_a_wrong_output_and_keeps_no_output(sandbox):
     result = judge(sandbox, [stdio_task("codecontests", "code_contests.jsonl", "yes")], ["print('no')"])[0].private
-    assert result.tests[0].verdict == "fail" and result.tests[0].output == ""
+    assert result.tests[0].verdict == "fail" and result.tests[0].output == result.tests[0].stdout == ""
+
+
+def test_a_program_printing_the_stderr_marker_is_judged_on_its_whole_stdout(sandbox):
+    # the sandbox's output holds stdout, "[stderr]" and stderr's tail; a rule cutting at the marker would
+    # compare only "yes" here and pass the program
+    task = stdio_task("codecontests", "code_contests.jsonl", "yes")
+    result = judge(sandbox, [task], ["print('yes')\nprint('[stderr]')\nprint('no')"])[0].private
+    assert result.tests[0].verdict == "fail"
 
 
 def test_a_livecodebench_functional_tuple_counts_as_the_list_it_holds(sandbox):
