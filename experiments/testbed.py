@@ -45,7 +45,10 @@ from experiments.testbed_measures import (
 @dataclass(frozen=True)
 class TestbedConfig:
     name: str = "default"  # the setting's name in the table
-    seed: int = 0  # cold-start seed and validation draw
+    seed: int = 0  # cold-start seed (and the validation draw, unless val_seed is set)
+    # seed of the validation tasks and of the measurement's samples (None: `seed`); set it to measure the cold starts
+    # of several seeds on the same tasks
+    val_seed: int | None = None
     mars2: dict[str, Any] | None = field(default_factory=dict)  # MARS2Config fields of the cold start (None: not measured)
     corecode: dict[str, Any] | None = None  # CoReCodeConfig fields of a CoRe-Code cold start (None: not measured)
     # a CoRe-Code run directory (e.g. runs/demo) whose kept cold start (sft/cold_start) is measured, with that
@@ -76,6 +79,8 @@ class TestbedConfig:
             raise ValueError(f"field 'chain_shapes' must hold (plans, codes) pairs >= 1, got {self.chain_shapes}")
         if self.tree_nodes < 0:
             raise ValueError(f"field 'tree_nodes' must be >= 0, got {self.tree_nodes}")
+        if self.val_seed is not None and self.val_seed < 0:
+            raise ValueError(f"field 'val_seed' must be >= 0 or None, got {self.val_seed}")
         if self.samples < 2:
             raise ValueError(f"field 'samples' must be >= 2 (a group of one has no spread), got {self.samples}")
 
@@ -132,8 +137,8 @@ def measure(cfg: TestbedConfig) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     family = from_mapping(ProceduralConfig, cfg.procedural, "--set procedural")
-    val = make_tasks(cfg.n_val_tasks, "validation", min_depth=cfg.min_depth, max_depth=cfg.max_depth, seed=cfg.seed,
-                     config=family)
+    val = make_tasks(cfg.n_val_tasks, "validation", min_depth=cfg.min_depth, max_depth=cfg.max_depth,
+                     seed=draw_seed(cfg), config=family)
     figures: dict[str, Any] = {}
     name = None
     with Sandbox(workers=2) as sandbox:
@@ -146,6 +151,11 @@ def measure(cfg: TestbedConfig) -> dict[str, Any]:
     save_row(row, Path(cfg.rows), Path(cfg.results_md))
     print(table([row]), flush=True)
     return row
+
+
+def draw_seed(cfg: TestbedConfig) -> int:
+    """The seed of the validation tasks and of the measurement's samples."""
+    return cfg.seed if cfg.val_seed is None else cfg.val_seed
 
 
 def save_row(row: dict[str, Any], rows: Path, results_md: Path) -> None:
@@ -178,7 +188,7 @@ def _mars2(cfg: TestbedConfig, val: list[Any], sandbox: Any, figures: dict[str, 
     agents = make_tree_agents(mcfg, policies)
     per_task = []
     for i, agent in enumerate(agents):
-        trees = fresh_samples(agent, val, sandbox, cfg.samples, cfg.seed)
+        trees = fresh_samples(agent, val, sandbox, cfg.samples, draw_seed(cfg))
         div = diversity(trees)
         per_task.append(div.pop("per_task"))
         figures.update({f"agent{i}_{k}": v for k, v in div.items()})
@@ -186,7 +196,7 @@ def _mars2(cfg: TestbedConfig, val: list[Any], sandbox: Any, figures: dict[str, 
         print(f"agent{i}: {rounded(div)}", flush=True)
     figures.update(agent_figures(per_task))
     if cfg.tree_nodes:
-        figures.update(mars2_trees(agents, val, sandbox, cfg.tree_nodes, cfg.seed))
+        figures.update(mars2_trees(agents, val, sandbox, cfg.tree_nodes, draw_seed(cfg)))
     return name
 
 
@@ -219,7 +229,7 @@ MARS2_COLUMNS = (  # (header, figure keys joined by " / ")
     ("refine failing a0 / a1", ("agent0_refine_fail", "agent1_refine_fail")),
     ("fresh, same tasks a0 / a1", ("agent0_fresh_same_tasks", "agent1_fresh_same_tasks")),
     ("keep passing a0 / a1", ("agent0_keep", "agent1_keep")),
-    ("agent gap (relative)", ("agent_gap",)),
+    ("agent gap (relative) / its SE", ("agent_gap", "agent_gap_se")),
     ("failure correlation", ("failure_correlation",)),
     ("AB-MCTS-A Pass@1 / Pass@N", ("tree_pass@1", "tree_pass@n")),
 )

@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from coral.benchmarks.metrics import pass_at_k
+from coral.benchmarks.metrics import paired_change, pass_at_k
 
 
 def flat_share(groups: Sequence[Sequence[float]]) -> float:
@@ -129,13 +129,14 @@ def repair(agent: Any, tasks: Sequence[Any], trees: Sequence[Any], sandbox: Any)
 
 
 def agent_figures(per_task: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    """Per-sample pass rate of each agent, their relative gap (|a - b| / max) and failure correlation
-    (agents 0 and 1)."""
+    """Per-sample pass rate of each agent, their relative gap (|a - b| / max) with its standard error (the
+    paired per-task difference's, over the same max) and failure correlation (agents 0 and 1)."""
     rates = [sum(p.values()) / len(p) for p in per_task]
     out = {f"agent{i}_pass": r for i, r in enumerate(rates)}
     if len(rates) >= 2:
         top = max(rates[0], rates[1])
         out["agent_gap"] = abs(rates[0] - rates[1]) / top if top > 0 else float("nan")
+        out["agent_gap_se"] = paired_change(per_task[0], per_task[1]).se / top if top > 0 else float("nan")
         out["failure_correlation"] = failure_correlation(per_task[0], per_task[1])
     return out
 

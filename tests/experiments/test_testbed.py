@@ -61,6 +61,16 @@ def test_agent_figures_give_the_relative_gap_of_the_per_sample_pass_rates():
     assert out["agent0_pass"] == pytest.approx(0.4) and out["agent1_pass"] == pytest.approx(0.3)
     assert out["agent_gap"] == pytest.approx(0.25)  # |0.4 - 0.3| / 0.4
     assert out["failure_correlation"] == pytest.approx(1.0)
+    assert out["agent_gap_se"] == pytest.approx(0.0)  # the same difference, 0.1, on both tasks
+
+
+def test_the_agent_gaps_standard_error_is_the_paired_per_task_differences_over_the_stronger_rate():
+    from experiments.testbed_measures import agent_figures
+
+    out = agent_figures([{"t1": 1.0, "t2": 0.5}, {"t1": 0.5, "t2": 0.5}])
+    assert out["agent_gap"] == pytest.approx(0.25 / 0.75)
+    # differences 0.5 and 0: sample sd 0.5 / sqrt(2), SE 0.25, over the stronger rate 0.75
+    assert out["agent_gap_se"] == pytest.approx(0.25 / 0.75)
 
 
 @pytest.mark.slow  # two tiny cold starts (MARS2 with its own-refine stage, CoRe-Code) and every measure: about a minute
@@ -91,6 +101,26 @@ def test_a_setting_may_measure_no_trees_but_not_a_negative_number_of_nodes():
     assert TestbedConfig(tree_nodes=0).tree_nodes == 0
     with pytest.raises(ValueError, match="tree_nodes"):
         TestbedConfig(tree_nodes=-1)
+
+
+class _Drawn(Exception):
+    pass
+
+
+def test_val_seed_draws_the_validation_tasks_while_seed_keeps_drawing_the_cold_start(monkeypatch):
+    import coral.benchmarks.procedural as procedural
+    from experiments.testbed import TestbedConfig, measure
+
+    def stop(*args, seed, **kw):
+        raise _Drawn(seed)
+
+    monkeypatch.setattr(procedural, "make_tasks", stop)
+    for cfg, drawn in ((TestbedConfig(seed=2), 2), (TestbedConfig(seed=2, val_seed=0), 0)):
+        with pytest.raises(_Drawn) as err:
+            measure(cfg)
+        assert err.value.args == (drawn,)
+    with pytest.raises(ValueError, match="val_seed"):
+        TestbedConfig(val_seed=-1)
 
 
 def test_each_table_lists_only_the_settings_that_measured_its_system():
