@@ -14,7 +14,6 @@ def compare(load_experiment):
 
 def test_a_cached_cold_start_keeps_its_sft_checkpoints_in_its_cache_folder_until_done(compare, tmp_path, monkeypatch):
     # a cold start stopped mid-SFT (a session's end) resumes from there instead of starting over
-
     from coral.mars2.recipe import MARS2Config
     from coral.policy import tiny_policy
 
@@ -87,7 +86,6 @@ def test_a_cold_starts_name_changes_with_its_weights_not_only_its_config(compare
 
 def test_agents_read_back_from_the_cache_sample_in_batches_of_agent_batch_size(compare, tmp_path, monkeypatch):
     # a cold start saved with the default batch of 16 mined 2000 own-refine tasks 16 prompts at a time
-
     from coral.mars2.cold_start import AGENT_BATCH_SIZE
     from coral.mars2.recipe import MARS2Config
     from coral.policy import tiny_policy
