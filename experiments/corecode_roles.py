@@ -15,7 +15,9 @@ A run directory whose config.json holds other settings is refused, not read back
 
     python -m experiments.corecode_roles --seeds 0 1 2 --set '{"rl_steps": 100}'
 
-Writes runs' JSON next to them (--out) and the table into docs/results/roles.md (section "benchmark").
+Writes runs' JSON next to them (--out), the tables into docs/results/roles.md (section "benchmark"): pass@1,
+the debugger's fix rate, and each role's training reward over the first and last `TRAIN_WINDOW` steps; and the
+training curves (means over seeds) to efficacy_roles_curves.svg beside it.
 This script does NOT add anything to train_corecode: every figure comes from its evaluations.
 """
 
@@ -40,6 +42,7 @@ from experiments.efficacy_protocol import (
     save_run,
     write_section,
 )
+from experiments.efficacy_training import write_curves
 
 ROLES = ["planner", "coder", "debugger"]
 ARMS: dict[str, dict[str, Any]] = {
@@ -47,6 +50,7 @@ ARMS: dict[str, dict[str, Any]] = {
     "planner+coder+debugger": {"debug_rounds": 1, "train_roles": ROLES, "tokenizer_roles": ROLES},
 }
 EVALS = {"greedy": "", "sampled": "_sampled"}  # figure -> suffix of the eval_{sft,rl} directory
+TRAIN_WINDOW = 30  # RL steps averaged at the start and at the end of training
 
 
 def run_arm(arm: str, seed: int, overrides: dict[str, Any], out: Path) -> dict[str, Any]:
@@ -66,7 +70,44 @@ def run_arm(arm: str, seed: int, overrides: dict[str, Any], out: Path) -> dict[s
         ev = json.loads((out_dir / f"eval_{when}" / "summary.json").read_text())["summary"]
         if "fix_rate" in ev:
             fix[when] = {"fix_rate": ev["fix_rate"], "debugged": ev["debugged"]}
-    return {"rates": rates, "fix": fix, "wall_s": summary["wall_s"], "config": fields}
+    return {"rates": rates, "fix": fix, "wall_s": summary["wall_s"], "config": fields,
+            "training": training(out_dir / "metrics.jsonl"), "dir": str(out_dir)}
+
+
+def training(metrics_jsonl: Path, window: int = TRAIN_WINDOW) -> dict[str, float]:
+    """Each role's mean reward and the chains' pass rate over the first and the last `window` RL steps
+    ("coder/first", "coder/last", ..., "pass_rate/first", ...); empty when the run logged no step."""
+    if not metrics_jsonl.is_file():
+        return {}
+    steps = [json.loads(line) for line in metrics_jsonl.read_text().splitlines() if line.strip()]
+    out = {}
+    for name, key in [*((r, f"{r}/reward") for r in ROLES), ("pass_rate", "pass_rate")]:
+        values = [m[key] for m in steps if key in m]
+        if values:
+            out[f"{name}/first"] = sum(values[:window]) / len(values[:window])
+            out[f"{name}/last"] = sum(values[-window:]) / len(values[-window:])
+    return out
+
+
+def training_table(runs: dict[str, dict[int, dict[str, Any]]]) -> str:
+    """Per arm and figure (each role's reward, the training pass rate): first -> last window, mean ± SE over
+    seeds, and the per-seed change."""
+    rows = []
+    for arm, by_seed in runs.items():
+        for name in [*ROLES, "pass_rate"]:
+            seeds = [s for s, r in by_seed.items() if f"{name}/first" in r.get("training", {})]
+            if not seeds:
+                continue
+            first = over_seeds({s: by_seed[s]["training"][f"{name}/first"] for s in seeds})
+            last = over_seeds({s: by_seed[s]["training"][f"{name}/last"] for s in seeds})
+            each = ", ".join(f"{by_seed[s]['training'][f'{name}/last'] - by_seed[s]['training'][f'{name}/first']:+.3f}"
+                             for s in seeds)
+            figure = "training pass rate" if name == "pass_rate" else f"{name} reward"
+            rows.append([arm, figure, fmt_mean_se(first), fmt_mean_se(last), each, len(seeds)])
+    if not rows:
+        return ""
+    return markdown_table(["arm", "figure (RL samples)", f"steps 1-{TRAIN_WINDOW}", f"last {TRAIN_WINDOW} steps",
+                           "change per seed", "seeds"], rows)
 
 
 def check_same_config(path: Path, cfg: CoReCodeConfig) -> None:
@@ -137,6 +178,10 @@ def main() -> None:
             runs[arm][seed] = run_arm(arm, seed, overrides, Path(args.out))
             print(f"{arm}, seed {seed}: {runs[arm][seed]['wall_s'] / 60:.1f} min", flush=True)
     text = table(runs)
+    if train := training_table(runs):
+        text += "\n" + train
+    folders = {arm: [Path(r["dir"]) for r in by_seed.values()] for arm, by_seed in runs.items()}
+    text += "\n" + write_curves(Path(args.results_md), "roles", folders, f"roles benchmark, seeds {args.seeds}")
     print(text)
     save_run(Path(args.out) / "results.json", {"set": overrides, "seeds": args.seeds, "arms": args.arms}, runs)
     write_section(Path(args.results_md), "benchmark", text)

@@ -48,3 +48,26 @@ def test_a_run_directory_made_with_other_settings_is_refused_and_the_default_tok
         path.write_text(json.dumps(asdict(CoReCodeConfig())))
         roles.check_same_config(path, CoReCodeConfig(tokenizer_roles=("planner", "coder", "debugger")))
     roles.check_same_config(tmp_path / "absent.json", CoReCodeConfig())  # a new run: nothing to compare
+
+
+def test_training_averages_each_roles_reward_over_the_first_and_last_window_of_steps(roles, tmp_path):
+    import json
+
+    path = tmp_path / "metrics.jsonl"
+    steps = [{"step": i, "coder/reward": float(i), "pass_rate": 0.1 * i, "planner/reward": 1.0} for i in range(1, 6)]
+    path.write_text("".join(json.dumps(m) + "\n" for m in steps))
+    out = roles.training(path, window=2)
+    assert out["coder/first"] == pytest.approx(1.5) and out["coder/last"] == pytest.approx(4.5)  # (1+2)/2, (4+5)/2
+    assert out["pass_rate/first"] == pytest.approx(0.15) and out["pass_rate/last"] == pytest.approx(0.45)
+    assert out["planner/first"] == out["planner/last"] == 1.0
+    assert "debugger/first" not in out  # the debugger never logged a reward
+    assert roles.training(tmp_path / "absent.jsonl") == {}
+
+
+def test_the_training_table_gives_first_and_last_means_over_seeds_and_each_seeds_change(roles):
+    runs = {"planner+coder": {0: {"training": {"coder/first": 0.2, "coder/last": 0.5}},
+                              1: {"training": {"coder/first": 0.4, "coder/last": 0.5}}}}
+    text = roles.training_table(runs)
+    # first 0.2 and 0.4 -> 0.300 ± 0.100; last 0.5 both -> 0.500 ± 0.000; changes +0.3 and +0.1
+    assert "| planner+coder | coder reward | 0.300 ± 0.100 | 0.500 ± 0.000 | +0.300, +0.100 | 2 |" in text
+    assert roles.training_table({"planner+coder": {0: {"training": {}}}}) == ""
