@@ -170,6 +170,9 @@ def main() -> None:
     ap.add_argument("--set", default="{}", help="JSON of further CoReCodeConfig fields for every arm")
     ap.add_argument("--out", default="runs/experiment_roles", help="directory of the runs and results.json")
     ap.add_argument("--results-md", default="docs/results/roles.md", help="markdown file the table goes into")
+    ap.add_argument("--section", default="benchmark",
+                    help="section of --results-md the tables replace (another keeps the benchmark's, e.g. for one arm "
+                         "at more seeds); its curves go to efficacy_roles[_SECTION]_curves.svg")
     args = ap.parse_args()
     overrides = json.loads(args.set)
     runs: dict[str, dict[int, dict[str, Any]]] = {arm: {} for arm in args.arms}
@@ -181,10 +184,11 @@ def main() -> None:
     if train := training_table(runs):
         text += "\n" + train
     folders = {arm: [Path(r["dir"]) for r in by_seed.values()] for arm, by_seed in runs.items()}
-    text += "\n" + write_curves(Path(args.results_md), "roles", folders, f"roles benchmark, seeds {args.seeds}")
+    study = "roles" if args.section == "benchmark" else f"roles_{args.section}"
+    text += "\n" + write_curves(Path(args.results_md), study, folders, f"roles benchmark, seeds {args.seeds}")
     print(text)
     save_run(Path(args.out) / "results.json", {"set": overrides, "seeds": args.seeds, "arms": args.arms}, runs)
-    write_section(Path(args.results_md), "benchmark", text)
+    write_section(Path(args.results_md), args.section, text)
 
 
 if __name__ == "__main__":
