@@ -4,16 +4,16 @@ RL temperature) and the debugger's fix rate (of the held-out codes whose coder's
 rewrites turn into passing ones).
 
 Protocol (experiments/efficacy_protocol.py): no setting is chosen here, every arm runs at the recipe's
-defaults (chosen in earlier studies, docs/results/corecode.md) plus `--set`; each seed has its own test
+defaults (the cold start chosen on validation, docs/results/efficacy.md) plus `--set`; each seed has its own test
 tasks, evaluated once per arm after SFT and once after RL; figures are means over seeds with their SE,
 and every change is paired per task (the tasks of all seeds pooled). Each arm trains its own models from
 the same seed, and both arms' tiny tokenizers are trained on the text of all three roles
-(`tokenizer_roles`), so that after SFT the two arms' planners and coders are the same models and the
-arms differ only by the debugger. A finished run (its summary.json exists) is read back, not retrained,
+(`tokenizer_roles`), so that the two arms' planners and coders are the same models after SFT (and, their
+samples seeded per request, after RL) and the arms differ only by the debugger. A finished run (its summary.json exists) is read back, not retrained,
 so a stopped study continues where it stopped; a half-finished one resumes from its latest checkpoint.
 A run directory whose config.json holds other settings is refused, not read back.
 
-    python -m experiments.corecode_roles --seeds 0 1 2 --set '{"rl_steps": 100}'
+    python -m experiments.corecode_roles --seeds 0 1 2 --set '{"rl_steps": 150, "n_test_tasks": 200}'
 
 Writes runs' JSON next to them (--out), the tables into docs/results/roles.md (section "benchmark"): pass@1,
 the debugger's fix rate, and each role's training reward over the first and last `TRAIN_WINDOW` steps; and the
