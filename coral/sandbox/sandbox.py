@@ -253,8 +253,9 @@ class Sandbox:
             else:
                 result = _judge_stdio(outcome, case, stdout, stderr, memory_mb)
                 if job.keep_output:
-                    output = (stdout + (b"\n[stderr]\n" + stderr if stderr else b"")).decode(errors="replace")
-                    result = dataclasses.replace(result, output=output, stdout=stdout.decode(errors="replace"))
+                    text = stdout.decode(errors="replace")
+                    output = text + ("\n[stderr]\n" + stderr.decode(errors="replace") if stderr else "")
+                    result = dataclasses.replace(result, output=output, stdout=text)
                 results.append(result)
         return ExecutionResult(tests=tuple(results))
 
