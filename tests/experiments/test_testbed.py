@@ -107,7 +107,7 @@ class _Drawn(Exception):
     pass
 
 
-def test_val_seed_draws_the_validation_tasks_while_seed_keeps_drawing_the_cold_start(monkeypatch):
+def test_val_seed_draws_the_validation_tasks_in_place_of_seed(monkeypatch):
     import coral.benchmarks.procedural as procedural
     from experiments.testbed import TestbedConfig, measure
 
