@@ -61,6 +61,9 @@ class ScalingConfig:
     # with that seed's cold-started agents (seeds then differ in test tasks and sampling streams only:
     # cheaper, and blind to cold-start spread; the first run of 2026-12-05 shared seed 0's)
     cold_start_seed: int | None = None
+    # a finished cold start folder (agent0, agent1, ...; e.g. agents continued by experiments/keep_drill.py) that
+    # every seed searches with instead of a cached one (seeds then differ in test tasks and streams, as above)
+    cold_dir: str | None = None
     max_new_tokens: int = 96  # longest code, in tokens (MARS2's default)
     # stop before the test phase when the chosen depth's validation pass rate is below this: every method
     # would score about 0, and the test phase costs most of the study
@@ -74,6 +77,8 @@ class ScalingConfig:
             raise ValueError(f"field 'seeds' must be distinct, got {self.seeds}")
         if not self.budgets or min(self.budgets) < 1:
             raise ValueError(f"field 'budgets' must be >= 1, got {self.budgets}")
+        if self.cold_dir is not None and self.cold_start_seed is not None:
+            raise ValueError("fields 'cold_dir' and 'cold_start_seed' both name the cold start: set one")
         for lo, hi in self.depths:
             if not 1 <= lo <= hi:
                 raise ValueError(f"field 'depths': ({lo}, {hi}) is not a depth range")
@@ -162,9 +167,18 @@ def _cold_start(cfg: ScalingConfig, seed: int, sandbox: Any) -> tuple[str, list[
     return cold_start_name(mcfg, Path(cfg.cold_cache)), policies
 
 
-def cold_start_summary(overrides: Mapping[str, Any], shared_seed: int | None) -> str:
+def _folder_cold_start(where: Path) -> tuple[str, list[Any]]:
+    """The agents saved in `where` (agent0, agent1) and their name: the folder and a digest of their weights."""
+    from experiments.mars2_compare import _load, weights_digest
+
+    return f"{where}:{weights_digest(where)}", _load(where, len(list(where.glob("agent*"))))
+
+
+def cold_start_summary(overrides: Mapping[str, Any], shared_seed: int | None, cold_dir: str | None = None) -> str:
     """The cold start in words: the recipe's defaults, any field a study overrides, and whose it is (each
-    seed's own, or `shared_seed`'s for every seed: the studies' `cold_start_seed`)."""
+    seed's own, or `shared_seed`'s for every seed: the studies' `cold_start_seed`), or the folder `cold_dir`."""
+    if cold_dir is not None:
+        return f"the agents saved in {cold_dir} (shared by all seeds)"
     whose = "(one per seed)" if shared_seed is None else f"(seed {shared_seed}'s, shared by all seeds)"
     return "at MARS2's defaults" + (f" but {json.dumps(dict(overrides))}" if overrides else "") + f" {whose}"
 
@@ -255,7 +269,10 @@ def run(cfg: ScalingConfig) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     with Sandbox(workers=2) as sandbox:
-        if cfg.cold_start_seed is None:
+        if cfg.cold_dir is not None:
+            shared = _folder_cold_start(Path(cfg.cold_dir))
+            cold = {seed: shared for seed in cfg.seeds}
+        elif cfg.cold_start_seed is None:
             cold = {seed: _cold_start(cfg, seed, sandbox) for seed in cfg.seeds}
         else:
             shared = _cold_start(cfg, cfg.cold_start_seed, sandbox)
@@ -281,7 +298,7 @@ def run(cfg: ScalingConfig) -> dict[str, Any]:
                                                      f"{cfg.n_test_tasks} tasks x {len(cfg.seeds)} seeds"))
     head = (f"Depth {lo}-{hi} (chosen on validation; per-sample pass rate of the cold start by depth range: "
             + ", ".join(f"{d} {r:.3f}" for d, r in val["mean"].items()) + f"), {cfg.n_test_tasks} test tasks per "
-            f"seed, seeds {list(cfg.seeds)}, cold start {cold_start_summary(cfg.mars2, cfg.cold_start_seed)}"
+            f"seed, seeds {list(cfg.seeds)}, cold start {cold_start_summary(cfg.mars2, cfg.cold_start_seed, cfg.cold_dir)}"
             f". Plot: `{svg.name}`.\n\n")
     why = ("\nWhy, from the test trees (private pass rate of each kind of node, node count in brackets):\n\n"
            + why_table(stats))

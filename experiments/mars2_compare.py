@@ -65,13 +65,20 @@ def cold_start_name(cfg: MARS2Config, cache: Path) -> str:
     results made with a cold start that was deleted and trained again (another machine, other code) are
     not mistaken for this one's."""
     where = Path(cache) / cold_start_key(cfg)
-    files = sorted(where.glob("agent*/*.safetensors"))
-    if not (where / "done").exists() or not files:
+    if not (where / "done").exists() or not list(where.glob("agent*/*.safetensors")):
         raise FileNotFoundError(f"{where}: no finished cold start to name (run cached_cold_start first)")
+    return f"{where.name}:{weights_digest(where)}"
+
+
+def weights_digest(where: Path) -> str:
+    """A digest of the agents' weights saved in `where` (agent0, agent1, ...: their safetensors files)."""
+    files = sorted(Path(where).glob("agent*/*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{where}: no agent*/*.safetensors to digest")
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.relative_to(where).as_posix().encode() + f.read_bytes())
-    return f"{where.name}:{digest.hexdigest()[:12]}"
+    return digest.hexdigest()[:12]
 
 
 def _load(where: Path, n: int) -> list:

@@ -166,3 +166,17 @@ def test_a_cold_start_that_solves_nothing_on_validation_stops_before_the_test_ph
     val = {"mean": {"1-2": 0.01, "2-2": 0.0}, "chosen": "1-2"}
     assert "0.010 at its best depth (depth 1-2: 0.010, depth 2-2: 0.000)" in scaling.too_weak(val, 0.05)
     assert scaling.too_weak({"mean": {"1-2": 0.3}, "chosen": "1-2"}, 0.05) is None
+
+
+def test_a_folder_of_agents_is_named_by_its_weights_and_is_not_set_with_a_cold_start_seed(scaling, tmp_path):
+    from coral.policy import tiny_policy
+
+    for i in (0, 1):
+        tiny_policy(seed=i, d_model=32, n_layers=1).save(tmp_path / "pair" / f"agent{i}")
+    name, policies = scaling._folder_cold_start(tmp_path / "pair")
+    assert len(policies) == 2 and name.startswith(f"{tmp_path / 'pair'}:")
+    tiny_policy(seed=5, d_model=32, n_layers=1).save(tmp_path / "pair" / "agent1")  # other weights, same folder
+    assert scaling._folder_cold_start(tmp_path / "pair")[0] != name  # so trees grown with the old agents are not reused
+    assert "saved in runs/x" in scaling.cold_start_summary({}, None, "runs/x")
+    with pytest.raises(ValueError, match="'cold_dir' and 'cold_start_seed'"):
+        scaling.ScalingConfig(cold_dir="runs/x", cold_start_seed=0)
