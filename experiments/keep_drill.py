@@ -35,18 +35,11 @@ from typing import Any
 
 import torch
 
-from coral.agents.parsers import extract_code
 from coral.benchmarks.gold_codes import gold_solutions, task_gold_codes
 from coral.benchmarks.procedural import make_tasks
-from coral.mars2.cold_start import refine_example, refine_sft_examples, solve_sft_examples
-from coral.policy.base import GenerationRequest, SamplingParams
+from coral.mars2.cold_start import refine_sft_examples, solve_sft_examples
 from coral.train.sft import SFTConfig, SFTExample, tokenize_examples, train_sft
-
-
-def kept(task: Any, code: str) -> SFTExample:
-    """The refiner prompt holding `code` with the all-pass feedback of the task's public tests -> `code`."""
-    n = len(task.public_tests)
-    return refine_example(task, code, f"{n}/{n} tests passed.", code)
+from experiments.refine_copy_probe import all_pass_refine, copied_share
 
 
 def drill_examples(tasks: Sequence[Any], idioms: str, per_task: int, seed: int) -> list[SFTExample]:
@@ -58,24 +51,15 @@ def drill_examples(tasks: Sequence[Any], idioms: str, per_task: int, seed: int) 
     out = []
     for task in tasks:
         codes = task_gold_codes(task) if idioms == "all" else gold_solutions(task, per_task, seed)
-        out.append(kept(task, rng.choice(codes).strip()))
+        code = rng.choice(codes).strip()
+        out.append(all_pass_refine(task, code, code))
     return out
-
-
-def copied_share(policy: Any, tasks: Sequence[Any], samples: int = 4, max_new_tokens: int = 160) -> float:
-    """The share of answers sampled at temperature 1 to each task's keep prompt (its reference code in it) that
-    give the code back."""
-    refs = [t.reference.strip() for t in tasks]
-    answers = policy.generate([GenerationRequest(kept(t, r).messages, SamplingParams(
-        max_new_tokens=max_new_tokens, temperature=1.0, seed=s)) for t, r in zip(tasks, refs, strict=True)
-        for s in range(samples)])
-    return sum(str(extract_code(a.text).value).strip() == refs[i // samples] for i, a in enumerate(answers)) / len(answers)
 
 
 def copy_probability(policy: Any, tasks: Sequence[Any]) -> float:
     """The mean probability at temperature 1 of the whole copy (code block and end of turn) of each task's
     reference code after its keep prompt."""
-    examples = [kept(t, t.reference.strip()) for t in tasks]
+    examples = [all_pass_refine(t, t.reference.strip(), t.reference.strip()) for t in tasks]
     with torch.no_grad():
         probs = []
         for prompt, completion in tokenize_examples(policy, examples):
@@ -139,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
                   args.agent_index, args.replay, args.fixes)
     policy.eval()
     val = make_tasks(args.val_tasks, "validation", min_depth=1, max_depth=2, seed=0)
-    figures = {"copied": copied_share(policy, val), "p_copy": copy_probability(policy, val)}
+    figures = {"copied": copied_share(policy, val, max_new_tokens=160, temperature=1.0, samples=4),
+               "p_copy": copy_probability(policy, val)}
     if args.save:
         policy.save(args.save)
     print(json.dumps({"agent": args.agent, "train_keep": args.train_keep, "idioms": args.idioms, "replay": args.replay,

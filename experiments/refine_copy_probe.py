@@ -30,7 +30,7 @@ from coral.policy.base import GenerationRequest, SamplingParams
 from coral.train.sft import SFTExample, sft_loss, tokenize_examples
 
 
-def _refine(task: Any, code: str, target: str) -> SFTExample:
+def all_pass_refine(task: Any, code: str, target: str) -> SFTExample:
     """The cold start's refine example for `code` with an all-pass feedback (the message a run of every public
     test that passes gives: ExecutionResult.feedback)."""
     n = len(task.public_tests)
@@ -49,19 +49,21 @@ def copy_probe(policy: Any, tasks: Sequence[Any], max_new_tokens: int = 128) -> 
                          f"got {len(tasks)}")
     refs = [t.reference.strip() for t in tasks]
     solve = solve_sft_examples(tasks)
-    keep = [_refine(t, r, r) for t, r in zip(tasks, refs, strict=True)]
-    other = [_refine(t, refs[(i + 1) % len(tasks)], r) for i, (t, r) in enumerate(zip(tasks, refs, strict=True))]
+    keep = [all_pass_refine(t, r, r) for t, r in zip(tasks, refs, strict=True)]
+    other = [all_pass_refine(t, refs[(i + 1) % len(tasks)], r) for i, (t, r) in enumerate(zip(tasks, refs, strict=True))]
     return {"solve": _loss(policy, solve), "keep": _loss(policy, keep), "other": _loss(policy, other),
             "copied": copied_share(policy, tasks, max_new_tokens), "tasks": len(tasks)}
 
 
-def copied_share(policy: Any, tasks: Sequence[Any], max_new_tokens: int = 128) -> float:
-    """The share of tasks whose greedy answer to the keep prompt is the gold code it holds."""
+def copied_share(policy: Any, tasks: Sequence[Any], max_new_tokens: int = 128, temperature: float = 0.0,
+                 samples: int = 1) -> float:
+    """The share of answers to each task's keep prompt that are the gold code it holds: greedy by default, or
+    `samples` per task at `temperature` (sample s seeded s)."""
     refs = [t.reference.strip() for t in tasks]
-    greedy = SamplingParams(max_new_tokens=max_new_tokens, temperature=0.0, seed=0)
-    answers = policy.generate([GenerationRequest(_refine(t, r, r).messages, greedy)
-                               for t, r in zip(tasks, refs, strict=True)])
-    return sum(str(extract_code(a.text).value).strip() == r for a, r in zip(answers, refs, strict=True)) / len(tasks)
+    answers = policy.generate([GenerationRequest(all_pass_refine(t, r, r).messages, SamplingParams(
+        max_new_tokens=max_new_tokens, temperature=temperature, seed=s)) for t, r in zip(tasks, refs, strict=True)
+        for s in range(samples)])
+    return sum(str(extract_code(a.text).value).strip() == refs[i // samples] for i, a in enumerate(answers)) / len(answers)
 
 
 def main(argv: list[str] | None = None) -> None:

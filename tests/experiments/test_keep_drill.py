@@ -12,7 +12,8 @@ from coral.benchmarks.gold_codes import gold_solutions, task_gold_codes
 from coral.benchmarks.procedural import make_tasks
 from coral.policy import ScriptedPolicy, tiny_policy
 from coral.train.sft import SFTConfig, train_sft
-from experiments.keep_drill import copied_share, copy_probability, drill_examples, kept, main
+from experiments.keep_drill import copy_probability, drill_examples, main
+from experiments.refine_copy_probe import all_pass_refine, copied_share
 
 TASKS = make_tasks(30, "train", min_depth=2, max_depth=2, seed=0)
 
@@ -39,9 +40,10 @@ def test_a_drill_asks_for_the_passing_gold_code_it_holds():
 
 def test_a_copier_is_copied_every_time_and_a_writer_of_another_code_never():
     echo = ScriptedPolicy(lambda m: f"```python\n{_code_in_prompt(m)}\n```", name="copier")
-    assert copied_share(echo, TASKS[:3], samples=2) == 1.0
+    assert copied_share(echo, TASKS[:3], temperature=1.0, samples=2) == 1.0
     other = TASKS[5].reference.strip()
-    assert copied_share(ScriptedPolicy(lambda m: f"```python\n{other}\n```", name="other"), TASKS[:3]) == 0.0
+    assert copied_share(ScriptedPolicy(lambda m: f"```python\n{other}\n```", name="other"), TASKS[:3],
+                        temperature=1.0, samples=4) == 0.0
 
 
 def test_a_tiny_model_drilled_on_keep_examples_copies_more_likely():
@@ -49,7 +51,7 @@ def test_a_tiny_model_drilled_on_keep_examples_copies_more_likely():
     tasks = TASKS[:2]
     before = copy_probability(policy, tasks)
     assert 0 < before < 1e-6
-    train_sft(policy, [kept(t, t.reference.strip()) for t in tasks] * 8,
+    train_sft(policy, [all_pass_refine(t, t.reference.strip(), t.reference.strip()) for t in tasks] * 8,
               SFTConfig(epochs=6, lr=1e-2, batch_size=4, warmup_steps=2), progress=False)
     assert copy_probability(policy.eval(), tasks) > 1e3 * before
 
