@@ -9,8 +9,9 @@ tasks, evaluated once per arm after SFT and once after RL; figures are means ove
 and every change is paired per task (the tasks of all seeds pooled). Each arm trains its own models from
 the same seed, and both arms' tiny tokenizers are trained on the text of all three roles
 (`tokenizer_roles`), so that the two arms' planners and coders are the same models after SFT (and, their
-samples seeded per request, after RL) and the arms differ only by the debugger. A finished run (its summary.json exists) is read back, not retrained,
-so a stopped study continues where it stopped; a half-finished one resumes from its latest checkpoint.
+samples seeded per request, after RL) and the arms differ only by the debugger. A finished run (its
+summary.json exists) is read back, not retrained, so a stopped study continues where it stopped; a
+half-finished one resumes from its latest checkpoint.
 A run directory whose config.json holds other settings is refused, not read back.
 
     python -m experiments.corecode_roles --seeds 0 1 2 --set '{"rl_steps": 150, "n_test_tasks": 200}'
