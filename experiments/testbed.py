@@ -170,17 +170,14 @@ def _mars2(cfg: TestbedConfig, val: list[Any], sandbox: Any, figures: dict[str, 
     """MARS2's figures (into `figures`) of the cold start of `cfg.mars2` (or `cfg.cold_dir`); its name."""
     from coral.benchmarks.splits import build_tasks
     from coral.config import from_mapping
-    from coral.mars2.cold_start import AGENT_BATCH_SIZE
     from coral.mars2.recipe import MARS2Config, make_tree_agents
-    from coral.policy.hf import HFPolicy
-    from experiments.mars2_compare import cached_cold_start, cold_start_name
+    from experiments.mars2_compare import _load, cached_cold_start, cold_start_name
 
     t0 = time.perf_counter()
     mcfg = from_mapping(MARS2Config, {**(cfg.mars2 or {}), "seed": cfg.seed}, "--set mars2")
     if cfg.cold_dir:
         name = cfg.cold_dir
-        policies = [HFPolicy.load(Path(cfg.cold_dir) / f"agent{i}", batch_size=AGENT_BATCH_SIZE)
-                    for i in range(mcfg.agents)]
+        policies = _load(Path(cfg.cold_dir), mcfg.agents)
     else:
         policies = cached_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache), progress=True)
         name = cold_start_name(mcfg, Path(cfg.cold_cache))
