@@ -35,25 +35,10 @@ from typing import Any
 
 import torch
 
-from coral.benchmarks.gold_codes import gold_solutions, task_gold_codes
 from coral.benchmarks.procedural import make_tasks
-from coral.mars2.cold_start import refine_sft_examples, solve_sft_examples
-from coral.train.sft import SFTConfig, SFTExample, tokenize_examples, train_sft
-from experiments.refine_copy_probe import all_pass_refine, copied_share
-
-
-def drill_examples(tasks: Sequence[Any], idioms: str, per_task: int, seed: int) -> list[SFTExample]:
-    """One keep example per task: a gold code drawn from all of the task's (`idioms` "all") or from the agent's
-    `per_task` solve idioms (`idioms` "agent"), seeded."""
-    if idioms not in ("all", "agent"):
-        raise ValueError(f"idioms must be 'all' or 'agent', got {idioms!r}")
-    rng = random.Random(f"keep-drill:{seed}")
-    out = []
-    for task in tasks:
-        codes = task_gold_codes(task) if idioms == "all" else gold_solutions(task, per_task, seed)
-        code = rng.choice(codes).strip()
-        out.append(all_pass_refine(task, code, code))
-    return out
+from coral.mars2.cold_start import all_pass_refine, drill_examples, refine_sft_examples, solve_sft_examples
+from coral.train.sft import SFTConfig, tokenize_examples, train_sft
+from experiments.refine_copy_probe import copied_share
 
 
 def copy_probability(policy: Any, tasks: Sequence[Any]) -> float:

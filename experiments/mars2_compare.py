@@ -25,7 +25,7 @@ from dataclasses import asdict, is_dataclass, replace
 from pathlib import Path
 
 from coral.benchmarks.splits import build_tasks
-from coral.mars2.cold_start import AGENT_BATCH_SIZE, first_stage, refine_stage
+from coral.mars2.cold_start import AGENT_BATCH_SIZE, first_stage, second_stage
 from coral.mars2.recipe import MARS2Config, cold_start, evaluate_search, train_mars2
 from coral.policy.hf import HFPolicy
 from coral.report.error_bars import mean_se
@@ -40,6 +40,8 @@ FIRST_FIELDS = ("seed", "n_train_tasks", "min_depth", "max_depth", "agents", "ag
 KEYED_WHEN_SET = {"refine_keep_examples": 0}
 SECOND_FIELDS = FIRST_FIELDS + ("refine_samples_per_task", "refine_tasks", "refine_keep_fraction", "refine_sft", "rl",
                                 "max_new_tokens")
+# the second level of a cold start with keep drills (refine_from "mutants", keep_drills > 0: cold_start.drill_stage)
+DRILL_FIELDS = FIRST_FIELDS + ("keep_drills", "drill_sft")
 VARIANTS = {
     "single": dict(algorithm="best_of_n", shaping=False, agents=1),
     "mars2": dict(algorithm="abmcts", shaping=False),
@@ -50,7 +52,11 @@ VARIANTS = {
 
 def _cold_start_fields(cfg: MARS2Config, level: str = "final") -> dict:
     """The fields that make `cfg`'s cold start: its first level's, or (refine_from "own") its final level's."""
-    names = SECOND_FIELDS if level == "final" and cfg.refine_from == "own" else FIRST_FIELDS
+    names = FIRST_FIELDS
+    if level == "final" and cfg.refine_from == "own":
+        names = SECOND_FIELDS
+    elif level == "final" and cfg.keep_drills:
+        names = DRILL_FIELDS
     return {k: asdict(v) if is_dataclass(v) else v for k, v in ((k, getattr(cfg, k)) for k in names)
             if KEYED_WHEN_SET.get(k, object()) != v}
 
@@ -94,7 +100,7 @@ def _keep(where: Path, policies: list, key: dict) -> None:
 
 def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Path | None, progress: bool = False) -> list:
     """Cold start once per (seed, cold-start fields); later runs (another lr, more steps) reuse it. Cached in
-    two levels, so that settings that differ only in the second SFT (refine_from "own") share the first. A
+    two levels, so that settings that differ only in the second SFT (refine_from "own", or keep drills) share the first. A
     stopped cold start resumes from its SFT checkpoints (`sft_ckpt` / `ckpt` in its cache folder)."""
     if cache is None:
         return cold_start(cfg, train, sandbox, progress=progress)
@@ -110,7 +116,7 @@ def cached_cold_start(cfg: MARS2Config, train: list, sandbox: Sandbox, cache: Pa
         return policies
     if (final / "done").exists():
         return _load(final, cfg.agents)
-    refine_stage(cfg, policies, train, sandbox, progress, checkpoint_dir=final / "ckpt")
+    second_stage(cfg, policies, train, sandbox, progress, checkpoint_dir=final / "ckpt")
     _keep(final, policies, _cold_start_fields(cfg))
     shutil.rmtree(final / "ckpt", ignore_errors=True)
     return policies

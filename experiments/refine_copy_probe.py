@@ -25,16 +25,9 @@ import torch
 
 from coral.agents.parsers import extract_code
 from coral.benchmarks.procedural import make_tasks
-from coral.mars2.cold_start import refine_example, solve_sft_examples
+from coral.mars2.cold_start import all_pass_refine, solve_sft_examples
 from coral.policy.base import GenerationRequest, SamplingParams
 from coral.train.sft import SFTExample, sft_loss, tokenize_examples
-
-
-def all_pass_refine(task: Any, code: str, target: str) -> SFTExample:
-    """The cold start's refine example for `code` with an all-pass feedback (the message a run of every public
-    test that passes gives: ExecutionResult.feedback)."""
-    n = len(task.public_tests)
-    return refine_example(task, code, f"{n}/{n} tests passed.", target)
 
 
 def _loss(policy: Any, examples: Sequence[SFTExample]) -> float:

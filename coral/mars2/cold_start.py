@@ -13,6 +13,12 @@ Refine examples (problem + a code + its public-test feedback -> a code), `refine
   the examples). A second SFT (`refine_sft`) then trains the agent on its refine and solve examples.
   So refinement is learnt on the mistakes the agent actually makes, and a passing code is kept.
 
+Keep drills (`keep_drills`, refine_from "mutants"; `drill_stage`): after the first SFT, a continued SFT
+(`drill_sft`) of each agent on drills (the refiner prompt holding a passing gold code of a train task after the
+first n_train_tasks, any of the task's idioms, with its all-pass feedback -> that code) and the mutant fixes once
+more (without them the continued SFT makes an agent forget fixing). The drills' setting is the testbed's S5
+(docs/results/efficacy.md), found with experiments/keep_drill.py.
+
 The agents' shapes are `agent_shapes` (d_model, n_layers); agent i draws its solve codes and its data order
 with seed + i. One tokenizer for all agents, trained on the solve examples of every agent and the mutant
 refine examples (deterministic, so a resumed run rebuilds it without the trained agents).
@@ -32,7 +38,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from coral.agents import TEMPLATES, make_agent
-from coral.benchmarks.gold_codes import gold_solutions, nearest_gold
+from coral.benchmarks.gold_codes import gold_solutions, nearest_gold, task_gold_codes
 from coral.benchmarks.mutants import mutants
 from coral.benchmarks.procedural import make_tasks
 from coral.mars2.tree import TreeConfig, search
@@ -108,6 +114,28 @@ def mutant_refine_examples(cfg: Any, train: Sequence[Task], sandbox: SandboxProt
     (`refine_sft_examples`), then `cfg.refine_keep_examples` kept gold codes (`keep_sft_examples`)."""
     return (refine_sft_examples(train, sandbox, cfg.refine_examples, cfg.seed)
             + keep_sft_examples(train, sandbox, cfg.refine_keep_examples, cfg.solutions_per_task, cfg.seed))
+
+
+def all_pass_refine(task: Task, code: str, target: str) -> Any:
+    """A refine example for `code` with an all-pass feedback (the message a run of every public test that
+    passes gives: ExecutionResult.feedback)."""
+    n = len(task.public_tests)
+    return refine_example(task, code, f"{n}/{n} tests passed.", target)
+
+
+def drill_examples(tasks: Sequence[Task], idioms: str, per_task: int, seed: int) -> list[Any]:
+    """One keep drill per task: a gold code drawn (seeded) from all of the task's idioms (`idioms` "all": the
+    answer cannot be guessed from the problem, only copied) or from the `per_task` solve idioms an agent of
+    seed `seed` learnt ("agent"), in the refiner prompt with its all-pass feedback -> that same code."""
+    if idioms not in ("all", "agent"):
+        raise ValueError(f"idioms must be 'all' or 'agent', got {idioms!r}")
+    rng = random.Random(f"keep-drill:{seed}")
+    out = []
+    for task in tasks:
+        codes = task_gold_codes(task) if idioms == "all" else gold_solutions(task, per_task, seed)
+        code = rng.choice(codes).strip()
+        out.append(all_pass_refine(task, code, code))
+    return out
 
 
 def _gold(task: Task) -> str:
@@ -201,10 +229,15 @@ def refine_source_tasks(cfg: Any, train: Sequence[Task]) -> list[Task]:
     skeletons: their mistakes are those of a task the agent has not learnt by heart, as in a search)."""
     if cfg.refine_tasks == 0:
         return list(train)
-    more = make_tasks(len(train) + cfg.refine_tasks, "train", min_depth=cfg.min_depth, max_depth=cfg.max_depth,
-                      seed=cfg.seed)
+    return later_train_tasks(cfg, train, cfg.refine_tasks, "refine_tasks")
+
+
+def later_train_tasks(cfg: Any, train: Sequence[Task], n: int, field: str) -> list[Task]:
+    """The `n` train-split tasks of cfg.seed after `train` (the split's first n_train_tasks), which the first
+    SFT never saw; `field` names the config field that asked for them in the error."""
+    more = make_tasks(len(train) + n, "train", min_depth=cfg.min_depth, max_depth=cfg.max_depth, seed=cfg.seed)
     if [t.id for t in more[:len(train)]] != [t.id for t in train]:
-        raise ValueError("refine_tasks: `train` is not the train split's first n_train_tasks tasks of this seed")
+        raise ValueError(f"{field}: `train` is not the train split's first n_train_tasks tasks of this seed")
     return more[len(train):]
 
 
@@ -241,10 +274,39 @@ def first_stage(cfg: Any, train: Sequence[Task], sandbox: SandboxProtocol, progr
     return policies
 
 
+def drill_stage(cfg: Any, policies: Sequence[HFPolicy], train: Sequence[Task], sandbox: SandboxProtocol,
+                progress: bool = True, checkpoint_dir: Path | None = None) -> None:
+    """keep_drills > 0: each agent i's continued SFT (`cfg.drill_sft`, data seed cfg.seed + i) on `keep_drills`
+    drills of later train tasks (any idiom, drawn with seed + i) and the first SFT's `refine_examples` mutant
+    fixes, in a seeded order (kept in `checkpoint_dir`/drill_sft). Nothing for keep_drills 0."""
+    if not cfg.keep_drills:
+        return
+    later = later_train_tasks(cfg, train, cfg.keep_drills, "keep_drills")
+    fixes = refine_sft_examples(train, sandbox, cfg.refine_examples, cfg.seed)
+    data = []
+    for i in range(len(policies)):
+        own = drill_examples(later, "all", cfg.solutions_per_task, cfg.seed + i) + fixes
+        random.Random(f"keep-drill-order:{cfg.seed + i}").shuffle(own)
+        data.append(own)
+    if progress:
+        print(f"keep drills: {cfg.keep_drills} drills and {len(fixes)} mutant fixes per agent, "
+              f"{cfg.drill_sft.epochs} epochs", flush=True)
+    stage = checkpoint_dir / "drill_sft" if checkpoint_dir is not None else None
+    sft_agents(cfg, policies, data, progress, checkpoint_dir=stage, sft=cfg.drill_sft)
+
+
+def second_stage(cfg: Any, policies: Sequence[HFPolicy], train: Sequence[Task], sandbox: SandboxProtocol,
+                 progress: bool = True, checkpoint_dir: Path | None = None) -> None:
+    """What follows the first SFT: the own-refine SFT (refine_from "own") or the keep drills (keep_drills)."""
+    refine_stage(cfg, policies, train, sandbox, progress, checkpoint_dir)
+    drill_stage(cfg, policies, train, sandbox, progress, checkpoint_dir)
+
+
 def cold_start(cfg: Any, train: Sequence[Task], sandbox: SandboxProtocol, progress: bool = True,
                checkpoint_dir: Path | None = None) -> list[Any]:
     """Fresh tiny agents of `cfg.shapes`, SFT'd on solve (+ mutant refine) examples, then, with
-    refine_from "own", on their own refine examples (resumed from `checkpoint_dir` after a kill)."""
+    refine_from "own", on their own refine examples, or with keep_drills on keep drills (resumed from
+    `checkpoint_dir` after a kill)."""
     policies = first_stage(cfg, train, sandbox, progress, checkpoint_dir)
-    refine_stage(cfg, policies, train, sandbox, progress, checkpoint_dir)
+    second_stage(cfg, policies, train, sandbox, progress, checkpoint_dir)
     return policies

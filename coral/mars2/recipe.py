@@ -34,7 +34,7 @@ from coral.mars2.cold_start import (  # noqa: F401 - cold_start, sft_agents, sol
     cold_start,
     first_stage_examples,
     mutant_refine_examples,
-    refine_stage,
+    second_stage,
     sft_agents,
     solve_sft_examples,
     tokenizer_examples,
@@ -93,6 +93,10 @@ class MARS2Config:
     # "mutants": refine examples that keep a passing code (a gold code and its all-pass feedback -> itself), besides
     # the refine_examples fixes (0: the refiner sees no passing code in SFT; "own" keeps its own passing codes instead)
     refine_keep_examples: int = 0
+    # "mutants": keep drills after the first SFT (cold_start.drill_stage: a passing gold code of a later train task
+    # -> itself, with the mutant fixes again), trained with drill_sft (0: no drill stage; the testbed's S5: 5900)
+    keep_drills: int = 0
+    drill_sft: SFTConfig = field(default_factory=lambda: SFTConfig(epochs=3.0, lr=1e-3, batch_size=32))
     refine_samples_per_task: int = 1  # "own": codes each agent writes per task to refine
     # "own": the tasks those codes answer: 0, the cold start's training tasks; n, n other train-split tasks
     # (known skeletons, new parameters) that the first SFT never saw
@@ -141,7 +145,10 @@ class MARS2Config:
         if self.refine_keep_examples and self.refine_from != "mutants":
             raise ValueError("field 'refine_keep_examples' is for refine_from 'mutants' ('own' keeps the agent's own "
                              f"passing codes: refine_keep_fraction), got {self.refine_keep_examples} with 'own'")
-        for name in ("rl_steps", "refine_examples", "refine_keep_examples", "gamma", "seed"):
+        if self.keep_drills and self.refine_from != "mutants":
+            raise ValueError("field 'keep_drills' is for refine_from 'mutants' (its drill trains the mutant fixes again), "
+                             f"got {self.keep_drills} with 'own'")
+        for name in ("rl_steps", "refine_examples", "refine_keep_examples", "keep_drills", "gamma", "seed"):
             if getattr(self, name) < 0:
                 raise ValueError(f"field {name!r} must be >= 0, got {getattr(self, name)}")
         if self.max_depth < self.min_depth:
@@ -262,7 +269,7 @@ def train_mars2(cfg: MARS2Config, policies: Sequence[HFPolicy] | None = None, ta
         policies, fresh = _initial_policies(cfg, run, policies, train, sandbox, progress)
         if fresh is not None:  # a cold start is needed: no checkpoint holds its result yet
             log_sft_curves(run.out, sft_agents(cfg, policies, fresh, progress, checkpoint_dir=run.out / "sft_ckpt"))
-            refine_stage(cfg, policies, train, sandbox, progress, checkpoint_dir=run.out / "sft_ckpt")
+            second_stage(cfg, policies, train, sandbox, progress, checkpoint_dir=run.out / "sft_ckpt")
         refs = cold_references(cfg, run.out / "cold_start", policies, saved=cfg.resume and run.latest() is not None)
         learners = [AgentLearner(f"agent{i}", p, cfg.rl, reference=refs[i]) for i, p in enumerate(policies)]
         agents = {f"agent{i}": TrainedAgent(p, lrn) for i, (p, lrn) in enumerate(zip(policies, learners, strict=True))}

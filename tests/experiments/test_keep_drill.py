@@ -10,10 +10,11 @@ import pytest
 
 from coral.benchmarks.gold_codes import gold_solutions, task_gold_codes
 from coral.benchmarks.procedural import make_tasks
+from coral.mars2.cold_start import all_pass_refine, drill_examples
 from coral.policy import ScriptedPolicy, tiny_policy
 from coral.train.sft import SFTConfig, train_sft
-from experiments.keep_drill import copy_probability, drill_examples, main
-from experiments.refine_copy_probe import all_pass_refine, copied_share
+from experiments.keep_drill import copy_probability, main
+from experiments.refine_copy_probe import copied_share
 
 TASKS = make_tasks(30, "train", min_depth=2, max_depth=2, seed=0)
 
@@ -95,3 +96,23 @@ def test_the_drill_can_replay_the_cold_starts_mutant_fixes(monkeypatch):
     all_pass = re.compile(r"Feedback:\n(\d+)/\1 tests passed\.\nImproved code:$")
     fixes = [ex for ex in seen["data"] if not all_pass.search(ex.messages[-1]["content"])]
     assert len(fixes) == 2 and all(_code_in_prompt(ex.messages) not in ex.completion for ex in fixes)
+
+
+def test_the_probes_s5_setting_trains_on_the_same_data_in_the_same_order_as_the_cold_starts_drill_stage(monkeypatch):
+    # S5 (all idioms, no replay, the cold start's mutant fixes) became MARS2Config.keep_drills: the same examples
+    import coral.mars2.cold_start as cs
+    import experiments.keep_drill as kd
+    from coral.benchmarks.splits import build_tasks
+    from coral.mars2.recipe import MARS2Config
+
+    probe, stage = {}, {}
+    monkeypatch.setattr(kd, "train_sft", lambda policy, data, sft, progress: probe.update(data=data, sft=sft))
+    monkeypatch.setattr(cs, "sft_agents", lambda cfg, policies, data, progress, checkpoint_dir, sft: stage.update(data=data))
+    cfg = MARS2Config(seed=2, n_train_tasks=8, keep_drills=5, refine_examples=3, solutions_per_task=2)
+    from coral.sandbox import Sandbox
+
+    with Sandbox(workers=1) as sandbox:
+        cs.drill_stage(cfg, [None, None], build_tasks(cfg.splits)[0], sandbox, progress=False)
+    kd.drill(None, 5, "all", cfg.drill_sft, n_train=8, per_task=2, seed=2, depths=(1, 2), agent_index=1, replay=0,
+             fixes=3)
+    assert len(probe["data"]) == 5 + 3 and probe["data"] == stage["data"][1]

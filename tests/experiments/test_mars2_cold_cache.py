@@ -45,7 +45,7 @@ def test_an_own_refine_cold_start_shares_its_first_level_with_settings_that_diff
     firsts, seconds = [], []
     monkeypatch.setattr(compare, "first_stage", lambda cfg, train, sandbox, progress=True, checkpoint_dir=None: (
         firsts.append(checkpoint_dir), [tiny_policy(seed=0, d_model=32, n_layers=1)])[1])
-    monkeypatch.setattr(compare, "refine_stage", lambda cfg, policies, train, sandbox, progress=True, checkpoint_dir=None:
+    monkeypatch.setattr(compare, "second_stage", lambda cfg, policies, train, sandbox, progress=True, checkpoint_dir=None:
                         seconds.append((cfg.refine_keep_fraction, checkpoint_dir)))
     own = MARS2Config(seed=3, agents=1, refine_from="own")
     compare.cached_cold_start(own, [], None, tmp_path)
@@ -57,6 +57,13 @@ def test_an_own_refine_cold_start_shares_its_first_level_with_settings_that_diff
     # refine_keep_examples enters the key only when set: the cold starts cached before it keep theirs
     assert "refine_keep_examples" not in compare._cold_start_fields(MARS2Config(seed=3))
     assert compare.cold_start_key(replace(MARS2Config(seed=3), refine_keep_examples=5)) != compare.cold_start_key(MARS2Config(seed=3))
+    # keep drills: a second level over the first SFT's key (S3's cached cold start is S5's first level); golden keys
+    s3 = MARS2Config(solutions_per_task=2, sft=SFTConfig(epochs=3.0, lr=3e-3, batch_size=32), refine_examples=2000,
+                     refine_keep_examples=2000, agent_shapes=((128, 4), (128, 4)))
+    s5 = replace(s3, keep_drills=5900)
+    assert (compare.cold_start_key(s3), compare.cold_start_key(s5, "first"), compare.cold_start_key(s5)) == (
+        "2ea3733c4612", "2ea3733c4612", "827f0fefc985")
+    assert "keep_drills" not in compare._cold_start_fields(s5, "first")
     # golden: the keys of the testbed's S1 cold start (docs/results/efficacy.md), the folders it is cached in
     s1 = MARS2Config(solutions_per_task=2, sft=SFTConfig(epochs=3.0, lr=3e-3, batch_size=32), refine_from="own",
                      refine_tasks=2000, refine_examples=2000, refine_keep_fraction=0.3, agent_shapes=((128, 4), (128, 4)),
