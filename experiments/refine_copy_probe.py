@@ -27,6 +27,7 @@ from coral.agents.parsers import extract_code
 from coral.benchmarks.procedural import make_tasks
 from coral.mars2.cold_start import all_pass_refine, solve_sft_examples
 from coral.policy.base import GenerationRequest, SamplingParams
+from coral.seeding import sampling_seed
 from coral.train.sft import SFTExample, sft_loss, tokenize_examples
 
 
@@ -49,13 +50,13 @@ def copy_probe(policy: Any, tasks: Sequence[Any], max_new_tokens: int = 128) -> 
 
 
 def copied_share(policy: Any, tasks: Sequence[Any], max_new_tokens: int = 128, temperature: float = 0.0,
-                 samples: int = 1) -> float:
+                 samples: int = 1, seed: int = 0) -> float:
     """The share of answers to each task's keep prompt that are the gold code it holds: greedy by default, or
-    `samples` per task at `temperature` (sample s seeded s)."""
+    `samples` per task at `temperature`, sample s of task t seeded sampling_seed(seed, 0, "keep-copy", "t/sample<s>")."""
     refs = [t.reference.strip() for t in tasks]
     answers = policy.generate([GenerationRequest(all_pass_refine(t, r, r).messages, SamplingParams(
-        max_new_tokens=max_new_tokens, temperature=temperature, seed=s)) for t, r in zip(tasks, refs, strict=True)
-        for s in range(samples)])
+        max_new_tokens=max_new_tokens, temperature=temperature, seed=sampling_seed(seed, 0, "keep-copy", f"{t.id}/sample{s}")))
+        for t, r in zip(tasks, refs, strict=True) for s in range(samples)])
     return sum(str(extract_code(a.text).value).strip() == refs[i // samples] for i, a in enumerate(answers)) / len(answers)
 
 

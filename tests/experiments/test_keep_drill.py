@@ -116,3 +116,17 @@ def test_the_probes_s5_setting_trains_on_the_same_data_in_the_same_order_as_the_
     kd.drill(None, 5, "all", cfg.drill_sft, n_train=8, per_task=2, seed=2, depths=(1, 2), agent_index=1, replay=0,
              fixes=3)
     assert len(probe["data"]) == 5 + 3 and probe["data"] == stage["data"][1]
+
+
+def test_each_sampled_copy_draws_its_own_hashed_stream():
+    from coral.seeding import sampling_seed
+
+    class Spy(ScriptedPolicy):
+        def generate(self, requests):
+            seeds.extend(r.sampling.seed for r in requests)
+            return super().generate(requests)
+
+    seeds = []
+    copied_share(Spy(lambda m: "no code", name="spy"), TASKS[:3], temperature=1.0, samples=2, seed=5)
+    assert seeds == [sampling_seed(5, 0, "keep-copy", f"{t.id}/sample{s}") for t in TASKS[:3] for s in range(2)]
+    assert len(set(seeds)) == 6
