@@ -51,7 +51,8 @@ VARIANTS = {
 
 
 def _cold_start_fields(cfg: MARS2Config, level: str = "final") -> dict:
-    """The fields that make `cfg`'s cold start: its first level's, or (refine_from "own") its final level's."""
+    """The fields that make `cfg`'s cold start: its first level's, or its final level's (refine_from "own", or
+    keep_drills set: a second stage over the first)."""
     names = FIRST_FIELDS
     if level == "final" and cfg.refine_from == "own":
         names = SECOND_FIELDS

@@ -346,5 +346,6 @@ def _initial_policies(cfg: MARS2Config, run: Run, given: Sequence[Any] | None, t
     resuming = cfg.resume and run.latest() is not None
     if progress and not resuming:
         print(f"cold start: {cfg.agents} agents, {len(examples[0])} examples each, {cfg.sft.epochs} epochs"
-              + (", then their own refine examples" if cfg.refine_from == "own" else ""), flush=True)
+              + (", then their own refine examples" if cfg.refine_from == "own" else "")
+              + (f", then {cfg.keep_drills} keep drills" if cfg.keep_drills else ""), flush=True)
     return build_agents(cfg, tokenizer_examples(cfg, train, mutant_refine)), None if resuming else examples
