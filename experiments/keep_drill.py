@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import random
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -36,7 +35,13 @@ from typing import Any
 import torch
 
 from coral.benchmarks.procedural import make_tasks
-from coral.mars2.cold_start import all_pass_refine, drill_examples, refine_sft_examples, solve_sft_examples
+from coral.mars2.cold_start import (
+    all_pass_refine,
+    drill_examples,
+    drill_order,
+    refine_sft_examples,
+    solve_sft_examples,
+)
 from coral.train.sft import SFTConfig, tokenize_examples, train_sft
 from experiments.refine_copy_probe import copied_share
 
@@ -71,8 +76,7 @@ def drill(policy: Any, n_keep: int, idioms: str, sft: SFTConfig, n_train: int, p
 
         with Sandbox(workers=2) as sandbox:
             data += refine_sft_examples(tasks[:n_train], sandbox, fixes, seed)
-    random.Random(f"keep-drill-order:{own}").shuffle(data)
-    train_sft(policy, data, sft, progress=False)
+    train_sft(policy, drill_order(data, own), sft, progress=False)
     return len(data)
 
 

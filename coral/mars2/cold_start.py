@@ -138,6 +138,13 @@ def drill_examples(tasks: Sequence[Task], idioms: str, per_task: int, seed: int)
     return out
 
 
+def drill_order(examples: list[Any], seed: int) -> list[Any]:
+    """`examples` (drills and what trains beside them) shuffled in place in the seeded order of an agent of data
+    seed `seed`; returned."""
+    random.Random(f"keep-drill-order:{seed}").shuffle(examples)
+    return examples
+
+
 def _gold(task: Task) -> str:
     if task.reference is None:
         raise ValueError(f"task {task.id!r} has no reference solution for SFT")
@@ -283,11 +290,8 @@ def drill_stage(cfg: Any, policies: Sequence[HFPolicy], train: Sequence[Task], s
         return
     later = later_train_tasks(cfg, train, cfg.keep_drills, "keep_drills")
     fixes = refine_sft_examples(train, sandbox, cfg.refine_examples, cfg.seed)
-    data = []
-    for i in range(len(policies)):
-        own = drill_examples(later, "all", cfg.solutions_per_task, cfg.seed + i) + fixes
-        random.Random(f"keep-drill-order:{cfg.seed + i}").shuffle(own)
-        data.append(own)
+    data = [drill_order(drill_examples(later, "all", cfg.solutions_per_task, cfg.seed + i) + fixes, cfg.seed + i)
+            for i in range(len(policies))]
     if progress:
         print(f"keep drills: {cfg.keep_drills} drills and {len(fixes)} mutant fixes per agent, "
               f"{cfg.drill_sft.epochs} epochs", flush=True)
