@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-STYLES = ("short", "docstring", "doc-noex", "instruction", "steps", "steps-shot", "plain", "plain-shot")
+STYLES = ("short", "docstring", "doc-noex", "instruction", "steps", "steps-shot", "plain", "plain-shot", "sibling-shot")
 
 
 def depth_range(depth: str) -> tuple[int, int]:

@@ -21,6 +21,11 @@ function (the tests call `f`). The styles here rewrite only `Task.prompt`:
     "steps-shot" "steps" after one solved problem of the train split (SHOT), the same for every task
     "plain"      "instruction" with the description in PLAIN's words
     "plain-shot" "plain" after one solved problem of the train split stated the same way (PLAIN_SHOT)
+    "sibling-shot" "plain" after one solved sibling of the task: the same skeleton with other parameters
+                 ("cap each at 3" for "cap each at 5"), stated the same way, with its gold code; a task
+                 whose primitives have no parameter has no sibling and gets PLAIN_SHOT (recorded in
+                 metadata "shot": "sibling" or "fixed"). The sibling shows how the skeleton is written, so
+                 the task asks the model to carry a worked analogue over to new parameters
 
 Which style (and which depths) a study uses is chosen on the validation split (experiments/smollm2_tasks.py).
 The example is a public test, which an agent may see anyway; private tests stay hidden. This module does
@@ -30,13 +35,14 @@ NOT generate compositions or tests (procedural.py) and does NOT change the famil
 from __future__ import annotations
 
 import ast
+import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
 
-from coral.benchmarks.primitives import PRIMITIVES
+from coral.benchmarks.primitives import PRIMITIVES, Primitive
 from coral.trajectory import Task, TestCase
 
-NL_STYLES = ("docstring", "doc-noex", "instruction", "steps", "steps-shot", "plain", "plain-shot")
+NL_STYLES = ("docstring", "doc-noex", "instruction", "steps", "steps-shot", "plain", "plain-shot", "sibling-shot")
 
 # plainer words for the primitives whose phrase a small model misreads (keyed by kind; {k} is the parameter).
 # Measured: SmolLM2 reads "cap each at 5" as "add 5" and "keep the multiples of 3" as "cube"
@@ -101,11 +107,12 @@ def nl_prompt(task: Task, style: str = "docstring") -> str:
     desc, sig, name = task.metadata["description"], task.metadata["signature"], task.entry_point
     if style in ("steps", "steps-shot"):
         return (SHOT if style == "steps-shot" else "") + steps_prompt(task)
-    if style in ("plain", "plain-shot"):
+    if style in ("plain", "plain-shot", "sibling-shot"):
         desc = plain_description(task)
     example = first_example(task) if style != "doc-noex" else None
-    if style in ("instruction", "plain", "plain-shot"):
-        text = (PLAIN_SHOT if style == "plain-shot" else "") + f"Write a Python function `{sig.removeprefix('def ').removesuffix(':')}`. {desc}"
+    if style in ("instruction", "plain", "plain-shot", "sibling-shot"):
+        shot = {"plain-shot": PLAIN_SHOT, "sibling-shot": sibling_shot(task) or PLAIN_SHOT}.get(style, "")
+        text = shot + f"Write a Python function `{sig.removeprefix('def ').removesuffix(':')}`. {desc}"
         if example:
             text += f"\nFor example, {name}({example[0]}) returns {example[1]}."
         return text + "\n"
@@ -114,6 +121,40 @@ def nl_prompt(task: Task, style: str = "docstring") -> str:
         doc += ["", f">>> {name}({example[0]})", example[1]]
     body = "\n".join(f"    {line}" if line else "" for line in doc)
     return f'{sig}\n    """{body.lstrip()}\n    """\n'
+
+
+def sibling(task: Task) -> list[str] | None:
+    """The composition (primitive names) of the task's sibling: each primitive that has a parameter replaced by
+    another of its kind (same family), chosen by a hash of the task id; None when no primitive has one."""
+    family, names = task.metadata["family"], task.metadata["composition"]
+    digest = hashlib.sha256(f"coral-sibling/{task.id}".encode()).digest()
+    out, changed = [], False
+    for i, name in enumerate(names):
+        prim = PRIMITIVES[(family, name)]
+        others = sorted(p.name for p in _of_kind(family, prim.kind) if p.name != name)
+        if others:
+            name, changed = others[digest[i % len(digest)] % len(others)], True
+        out.append(name)
+    return out if changed else None
+
+
+def _of_kind(family: str, kind: str) -> list[Primitive]:
+    return [p for (fam, _), p in PRIMITIVES.items() if fam == family and p.kind == kind]
+
+
+def sibling_shot(task: Task) -> str | None:
+    """Style sibling-shot's solved example (the sibling stated in PLAIN's words, then its gold code), or None."""
+    from coral.benchmarks.procedural import gold_code, parse_composition
+
+    names = sibling(task)
+    if names is None:
+        return None
+    family, comp = task.metadata["family"], parse_composition(task.metadata["family"], names)
+    sig = task.metadata["signature"].removeprefix("def ").removesuffix(":")
+    head = "Given a list of integers xs" if family == "list" else "Given a string s"
+    desc = head + ", " + ", then ".join(plain_phrase(family, n) for n in names) + "."
+    return (f"Solved example:\nWrite a Python function `{sig}`. {desc}\nSolution:\n{gold_code(comp)}\n"
+            "Now the problem to solve:\n")
 
 
 def plain_phrase(family: str, name: str) -> str:
@@ -154,4 +195,10 @@ def _bare_return(family: str, name: str) -> bool:
 def nl_tasks(tasks: Sequence[Task], style: str = "docstring") -> list[Task]:
     """`tasks` with their prompts in `style`; ids, tests, reference and metadata unchanged (the style is
     recorded in metadata "prompt_style")."""
-    return [replace(t, prompt=nl_prompt(t, style), metadata={**t.metadata, "prompt_style": style}) for t in tasks]
+    out = []
+    for t in tasks:
+        meta = {**t.metadata, "prompt_style": style}
+        if style == "sibling-shot":
+            meta["shot"] = "sibling" if sibling(t) is not None else "fixed"
+        out.append(replace(t, prompt=nl_prompt(t, style), metadata=meta))
+    return out

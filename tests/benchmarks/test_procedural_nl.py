@@ -102,3 +102,41 @@ def test_plain_shot_is_the_plain_prompt_after_one_solved_train_problem():
     task = _task(("assert candidate([2, 4, 5]) == 6",))
     assert nl_prompt(task, "plain-shot") == PLAIN_SHOT + nl_prompt(task, "plain")
     assert split_of(parse_composition("list", ["keep_odd", "count"])) == "train"
+
+
+def test_sibling_shot_solves_the_same_skeleton_with_other_parameters_before_the_plain_prompt():
+    from coral.benchmarks.procedural import gold_code
+    from coral.benchmarks.procedural_nl import sibling
+
+    task = build_task(parse_composition("list", ["keep_mult_3", "cap_5", "sum"]))
+    names = sibling(task)
+    assert names is not None and len(names) == 3 and names[2] == "sum"
+    assert names[0].startswith("keep_mult_") and names[0] != "keep_mult_3"
+    assert names[1].startswith("cap_") and names[1] != "cap_5"
+    assert sibling(task) == names  # a hash of the task id: the same sibling every time
+    shot = gold_code(parse_composition("list", names))
+    prompt = nl_prompt(task, "sibling-shot")
+    assert prompt.startswith("Solved example:\nWrite a Python function `f(xs: list[int]) -> int`. Given a list of "
+                             f"integers xs, keep only the numbers divisible by {names[0].split('_')[-1]}, then replace")
+    assert f"Solution:\n{shot}\nNow the problem to solve:\n" in prompt
+    assert prompt.endswith(nl_prompt(task, "plain"))
+    assert nl_tasks([task], "sibling-shot")[0].metadata["shot"] == "sibling"
+
+
+def test_a_task_without_parameters_has_no_sibling_and_gets_the_fixed_shot():
+    from coral.benchmarks.procedural_nl import PLAIN_SHOT, sibling
+
+    task = _task(("assert candidate([2, 4, 5]) == 6",))  # keep_even, sum: no parameter
+    assert sibling(task) is None
+    assert nl_prompt(task, "sibling-shot") == PLAIN_SHOT + nl_prompt(task, "plain")
+    assert nl_tasks([task], "sibling-shot")[0].metadata["shot"] == "fixed"
+
+
+def test_siblings_of_different_tasks_differ_and_never_repeat_the_task():
+    from coral.benchmarks.procedural import make_tasks
+    from coral.benchmarks.procedural_nl import sibling
+
+    tasks = [t for t in make_tasks(60, "train", min_depth=1, max_depth=2, seed=0) if sibling(t) is not None]
+    assert len(tasks) > 20
+    assert all(sibling(t) != t.metadata["composition"] for t in tasks)
+    assert all(len(sibling(t)) == len(t.metadata["composition"]) for t in tasks)
