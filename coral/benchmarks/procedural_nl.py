@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from coral.benchmarks.primitives import PRIMITIVES, Primitive
+from coral.benchmarks.procedural import gold_code, parse_composition
 from coral.trajectory import Task, TestCase
 
 NL_STYLES = ("docstring", "doc-noex", "instruction", "steps", "steps-shot", "plain", "plain-shot", "sibling-shot")
@@ -144,8 +145,6 @@ def _of_kind(family: str, kind: str) -> list[Primitive]:
 
 def sibling_shot(task: Task) -> str | None:
     """Style sibling-shot's solved example (the sibling stated in PLAIN's words, then its gold code), or None."""
-    from coral.benchmarks.procedural import gold_code, parse_composition
-
     names = sibling(task)
     if names is None:
         return None
