@@ -148,11 +148,10 @@ def sibling_shot(task: Task) -> str | None:
     names = sibling(task)
     if names is None:
         return None
-    family, comp = task.metadata["family"], parse_composition(task.metadata["family"], names)
+    family = task.metadata["family"]
     sig = task.metadata["signature"].removeprefix("def ").removesuffix(":")
-    head = "Given a list of integers xs" if family == "list" else "Given a string s"
-    desc = head + ", " + ", then ".join(plain_phrase(family, n) for n in names) + "."
-    return (f"Solved example:\nWrite a Python function `{sig}`. {desc}\nSolution:\n{gold_code(comp)}\n"
+    code = gold_code(parse_composition(family, names))
+    return (f"Solved example:\nWrite a Python function `{sig}`. {_plain_text(family, names)}\nSolution:\n{code}\n"
             "Now the problem to solve:\n")
 
 
@@ -166,7 +165,10 @@ def plain_phrase(family: str, name: str) -> str:
 
 def plain_description(task: Task) -> str:
     """The task's description (procedural.describe) with every phrase in PLAIN's words where it has them."""
-    family, names = task.metadata["family"], task.metadata["composition"]
+    return _plain_text(task.metadata["family"], task.metadata["composition"])
+
+
+def _plain_text(family: str, names: Sequence[str]) -> str:
     head = "Given a list of integers xs" if family == "list" else "Given a string s"
     return head + ", " + ", then ".join(plain_phrase(family, n) for n in names) + "."
 
@@ -193,7 +195,7 @@ def _bare_return(family: str, name: str) -> bool:
 
 def nl_tasks(tasks: Sequence[Task], style: str = "docstring") -> list[Task]:
     """`tasks` with their prompts in `style`; ids, tests, reference and metadata unchanged (the style is
-    recorded in metadata "prompt_style")."""
+    recorded in metadata "prompt_style", and for sibling-shot whether the shot is the "sibling" or "fixed")."""
     out = []
     for t in tasks:
         meta = {**t.metadata, "prompt_style": style}
