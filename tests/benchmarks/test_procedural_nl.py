@@ -132,7 +132,7 @@ def test_a_task_without_parameters_has_no_sibling_and_gets_the_fixed_shot():
     assert nl_tasks([task], "sibling-shot")[0].metadata["shot"] == "fixed"
 
 
-def test_siblings_of_different_tasks_differ_and_never_repeat_the_task():
+def test_a_sibling_never_repeats_its_task_and_keeps_its_length():
     from coral.benchmarks.procedural import make_tasks
     from coral.benchmarks.procedural_nl import sibling
 
