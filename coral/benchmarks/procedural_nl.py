@@ -39,7 +39,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
 
-from coral.benchmarks.primitives import PRIMITIVES, Primitive
+from coral.benchmarks.primitives import PRIMITIVES, STEPS, TERMINALS, kinds
 from coral.benchmarks.procedural import gold_code, parse_composition
 from coral.trajectory import Task, TestCase
 
@@ -124,6 +124,10 @@ def nl_prompt(task: Task, style: str = "docstring") -> str:
     return f'{sig}\n    """{body.lstrip()}\n    """\n'
 
 
+# every primitive (steps and terminals) of each family by kind: a sibling swaps a primitive for another of its kind
+_BY_KIND = {family: kinds(STEPS[family] + TERMINALS[family]) for family in STEPS}
+
+
 def sibling(task: Task) -> list[str] | None:
     """The composition (primitive names) of the task's sibling: each primitive that has a parameter replaced by
     another of its kind (same family), chosen by a hash of the task id; None when no primitive has one."""
@@ -132,15 +136,11 @@ def sibling(task: Task) -> list[str] | None:
     out, changed = [], False
     for i, name in enumerate(names):
         prim = PRIMITIVES[(family, name)]
-        others = sorted(p.name for p in _of_kind(family, prim.kind) if p.name != name)
+        others = sorted(p.name for p in _BY_KIND[family][prim.kind] if p.name != name)
         if others:
             name, changed = others[digest[i % len(digest)] % len(others)], True
         out.append(name)
     return out if changed else None
-
-
-def _of_kind(family: str, kind: str) -> list[Primitive]:
-    return [p for (fam, _), p in PRIMITIVES.items() if fam == family and p.kind == kind]
 
 
 def sibling_shot(task: Task) -> str | None:
