@@ -124,6 +124,10 @@ class CoReCodeConfig:
     debugger_reward: Literal["pass", "improvement"] = "improvement"
     debugger_group: Literal["code", "task"] = "code"  # the debugger's GRPO group: rewrites of one code, or of one task (per round)
     sft_debug_mutants: int = 1  # failing mutants of each cold-start task's gold code in the debugger's SFT data
+    # the debugger's weights before its SFT: scratch (a fresh tiny model, like every other role) or coder (a copy of
+    # the coder after its SFT, then SFT on the debugger's data: a debugger that can already solve tasks, as a
+    # pretrained base gives every role in the paper; tiny models without LoRA only)
+    debugger_init: Literal["scratch", "coder"] = "scratch"
     checkpoint_every_steps: int = 5  # RL steps between checkpoints (a kill -9 loses at most these)
     resume: bool = True  # continue from out_dir's latest checkpoint (false: start over)
     sandbox_workers: int = 2  # sandbox worker processes that run the tests
@@ -153,6 +157,7 @@ class CoReCodeConfig:
             raise ValueError("fields 'rl_skeleton_fraction' and 'rl_max_depth' both choose the RL tasks: set one")
         if not 0 <= self.efficiency_weight <= 1:
             raise ValueError(f"field 'efficiency_weight' must be in [0, 1], got {self.efficiency_weight}")
+        _check_debugger_init(self)
         check_recipe_owned(self.sft, self.rl)
 
     @property
@@ -206,6 +211,15 @@ def _check_roles(cfg: CoReCodeConfig) -> None:
     if "debugger" in cfg.train_roles and cfg.debugger_group == "code" and cfg.rewrites_per_code < 2:
         raise ValueError("field 'rewrites_per_code' must be >= 2 to train the debugger with debugger_group 'code', "
                          f"got {cfg.rewrites_per_code}")
+
+
+def _check_debugger_init(cfg: CoReCodeConfig) -> None:
+    if cfg.debugger_init not in ("scratch", "coder"):
+        raise ValueError(f"field 'debugger_init' must be 'scratch' or 'coder', got {cfg.debugger_init!r}")
+    if cfg.debugger_init == "coder" and (cfg.debug_rounds < 1 or cfg.model != "tiny" or cfg.lora_rank
+                                         or cfg.cold_start != "sft"):
+        raise ValueError("field 'debugger_init' 'coder' copies the coder's SFT weights into a separate tiny debugger: "
+                         "it needs debug_rounds > 0, model tiny, lora_rank 0 and cold_start sft")
 
 
 def _check_styles(cfg: CoReCodeConfig) -> None:

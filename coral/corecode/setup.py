@@ -25,7 +25,7 @@ from coral.policy import load_policy, tiny_policy
 from coral.policy.base import SamplingParams
 from coral.policy.shared_lora import shared_lora
 from coral.sandbox.protocol import SandboxProtocol
-from coral.train.checkpoints import load_weights
+from coral.train.checkpoints import load_weights, policy_weights
 from coral.train.grpo import AgentLearner, frozen_copy
 from coral.train.sft_parallel import train_sft_many
 from coral.trajectory import Task
@@ -102,15 +102,30 @@ def sft_checkpoint_dir(cfg: CoReCodeConfig) -> Path:
 def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], train: list[Task],
                  progress: bool = True, sandbox: SandboxProtocol | None = None) -> dict[str, list[float]]:
     """Cold start: every role SFT'd in place on its gold data from the cold start's tasks (in parallel
-    processes unless cfg.sft_processes == 1); returns each role's loss curve."""
+    processes unless cfg.sft_processes == 1); returns each role's loss curve. With debugger_init coder the
+    debugger trains after the others, from a copy of the coder's SFT weights."""
     data = cold_start_data(cfg, sft_tasks(cfg.splits, train), sandbox)
     sft = replace(cfg.sft, seed=cfg.seed)
     per_role = {role: sft if role != "coder" or cfg.sft_coder_epochs is None
                 else replace(sft, epochs=cfg.sft_coder_epochs) for role in policies}
     checkpoints = {role: sft_checkpoint_dir(cfg) / f"{role}.pt" for role in policies}
+    later = ["debugger"] if cfg.debugger_init == "coder" else []
     with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
-        return train_sft_many({role: (policies[role], data[role], per_role[role]) for role in policies}, work,
-                              progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
+        first = [role for role in policies if role not in later]
+        curves = train_sft_many({role: (policies[role], data[role], per_role[role]) for role in first}, work,
+                                progress=progress, processes=cfg.sft_processes, checkpoints=checkpoints)
+        for role in later:
+            copy_weights(policies["coder"], policies[role])
+            curves |= train_sft_many({role: (policies[role], data[role], per_role[role])}, work, progress=progress,
+                                     checkpoints=checkpoints)
+    return curves
+
+
+def copy_weights(source: HFPolicy, target: HFPolicy) -> None:
+    """`target` takes `source`'s weights; both tiny models of one shape and one tokenizer (else ValueError)."""
+    if source.tokenizer.get_vocab() != target.tokenizer.get_vocab():
+        raise ValueError("debugger_init coder: the coder's and the debugger's tokenizers differ")
+    load_weights(target, {name: t.detach().clone() for name, t in policy_weights(source).items()})
 
 
 def sft_references(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], saved: bool) -> dict[str, Any]:
