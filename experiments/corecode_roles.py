@@ -49,7 +49,11 @@ ROLES = ["planner", "coder", "debugger"]
 ARMS: dict[str, dict[str, Any]] = {
     "planner+coder": {"debug_rounds": 0, "train_roles": ["planner", "coder"], "tokenizer_roles": ROLES},
     "planner+coder+debugger": {"debug_rounds": 1, "train_roles": ROLES, "tokenizer_roles": ROLES},
+    # the debugger's SFT starts from the coder's SFT weights (debugger_init coder; experiments/debugger_testbed.py)
+    "planner+coder+debugger-from-coder": {"debug_rounds": 1, "train_roles": ROLES, "tokenizer_roles": ROLES,
+                                          "debugger_init": "coder"},
 }
+DEFAULT_ARMS = ["planner+coder", "planner+coder+debugger"]
 EVALS = {"greedy": "", "sampled": "_sampled"}  # figure -> suffix of the eval_{sft,rl} directory
 TRAIN_WINDOW = 30  # RL steps averaged at the start and at the end of training
 
@@ -141,25 +145,28 @@ def table(runs: dict[str, dict[int, dict[str, Any]]]) -> str:
                          fmt_change(pooled_paired_change(before, after)), len(seeds)])
     text = markdown_table(["arm", "figure (test split)", "after SFT", "after SFT + RL", "RL - SFT (paired per task)",
                            "seeds"], rows)
-    base, dbg = runs.get("planner+coder", {}), runs.get("planner+coder+debugger", {})
-    vs = []
-    for figure in EVALS:
-        for when in ("sft", "rl"):
-            key = f"{figure}/{when}"
-            seeds = [s for s in base if s in dbg and key in base[s]["rates"] and key in dbg[s]["rates"]]
-            if seeds:
-                change = pooled_paired_change({s: base[s]["rates"][key] for s in seeds},
-                                              {s: dbg[s]["rates"][key] for s in seeds})
-                vs.append([f"pass@1 {figure}", "after SFT" if when == "sft" else "after SFT + RL", fmt_change(change),
-                           len(seeds)])
+    base = runs.get("planner+coder", {})
+    debug_arms = {arm: by_seed for arm, by_seed in runs.items() if "debugger" in arm}
+    vs, fixes = [], []
+    for arm, dbg in debug_arms.items():
+        for figure in EVALS:
+            for when in ("sft", "rl"):
+                key = f"{figure}/{when}"
+                seeds = [s for s in base if s in dbg and key in base[s]["rates"] and key in dbg[s]["rates"]]
+                if seeds:
+                    change = pooled_paired_change({s: base[s]["rates"][key] for s in seeds},
+                                                  {s: dbg[s]["rates"][key] for s in seeds})
+                    vs.append([arm, f"pass@1 {figure}", "after SFT" if when == "sft" else "after SFT + RL",
+                               fmt_change(change), len(seeds)])
+        fixes += [[arm, when, fmt_mean_se(over_seeds({s: r["fix"][when]["fix_rate"] for s, r in dbg.items()
+                                                      if when in r["fix"]})),
+                   " / ".join(f"{int(r['fix'][when]['debugged'])}" for r in dbg.values() if when in r["fix"])]
+                  for when in ("sft", "rl") if any(when in r["fix"] for r in dbg.values())]
     if vs:
-        text += "\n" + markdown_table(["figure (test split)", "stage", "+debugger - planner+coder (paired per task)",
-                                       "seeds"], vs)
-    fixes = [[when, fmt_mean_se(over_seeds({s: r["fix"][when]["fix_rate"] for s, r in dbg.items() if when in r["fix"]})),
-              " / ".join(f"{int(r['fix'][when]['debugged'])}" for r in dbg.values() if when in r["fix"])]
-             for when in ("sft", "rl") if any(when in r["fix"] for r in dbg.values())]
+        text += "\n" + markdown_table(["debugger arm", "figure (test split)", "stage",
+                                       "arm - planner+coder (paired per task)", "seeds"], vs)
     if fixes:
-        text += "\n" + markdown_table(["debugger fix rate (greedy, test split)", "mean ± SE over seeds",
+        text += "\n" + markdown_table(["debugger arm", "fix rate after (greedy, test split)", "mean ± SE over seeds",
                                        "failing codes it saw, per seed"], fixes)
     return text
 
@@ -167,7 +174,8 @@ def table(runs: dict[str, dict[int, dict[str, Any]]]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds; each has its own test tasks")
-    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS), help="arms to run (default: both)")
+    ap.add_argument("--arms", nargs="+", default=DEFAULT_ARMS, choices=list(ARMS),
+                    help="arms to run (default: planner+coder and planner+coder+debugger)")
     ap.add_argument("--set", default="{}", help="JSON of further CoReCodeConfig fields for every arm")
     ap.add_argument("--out", default="runs/experiment_roles", help="directory of the runs and results.json")
     ap.add_argument("--results-md", default="docs/results/roles.md", help="markdown file the table goes into")

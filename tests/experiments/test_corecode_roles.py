@@ -28,9 +28,22 @@ def test_the_table_pairs_rl_with_sft_and_the_debugger_arm_with_planner_coder_on_
     # planner+coder: SFT 0.5 and 0.0 -> mean 0.250; RL 1.0 and 0.5 -> 0.750; 2 of 4 tasks up, none down
     assert "| planner+coder | pass@1 greedy | 0.250 ± 0.250 | 0.750 ± 0.250 | +0.500 ± 0.289 (2↑ 0↓) | 2 |" in text
     # debugger - planner+coder after SFT: a +1, b 0, c 0, d +1 -> +0.5, 2 up
-    assert "| pass@1 greedy | after SFT | +0.500 ± 0.289 (2↑ 0↓) | 2 |" in text
-    assert "| sft | 0.375 ± 0.125 | 2 / 4 |" in text
+    assert "| planner+coder+debugger | pass@1 greedy | after SFT | +0.500 ± 0.289 (2↑ 0↓) | 2 |" in text
+    assert "| planner+coder+debugger | sft | 0.375 ± 0.125 | 2 / 4 |" in text
     assert "sampled" not in text  # no sampled evaluations were given: no row for them
+
+
+def test_every_debugger_arm_is_paired_with_planner_coder(roles):
+    base = {0: run({"a": 0, "b": 1}, {"a": 1, "b": 1})}
+    runs = {"planner+coder": base,
+            "planner+coder+debugger": {0: run({"a": 0, "b": 1}, {"a": 1, "b": 1}, {"sft": {"fix_rate": 0.0, "debugged": 1.0}})},
+            "planner+coder+debugger-from-coder": {0: run({"a": 1, "b": 1}, {"a": 1, "b": 0},
+                                                         {"rl": {"fix_rate": 1.0, "debugged": 1.0}})}}
+    text = roles.table(runs)
+    assert "| planner+coder+debugger | pass@1 greedy | after SFT | +0.000 ± 0.000 (0↑ 0↓) | 1 |" in text
+    assert "| planner+coder+debugger-from-coder | pass@1 greedy | after SFT | +0.500 ± 0.500 (1↑ 0↓) | 1 |" in text
+    assert "| planner+coder+debugger-from-coder | pass@1 greedy | after SFT + RL | -0.500 ± 0.500 (0↑ 1↓) | 1 |" in text
+    assert "| planner+coder+debugger-from-coder | rl | 1.000 ± n/a | 1 |" in text
 
 
 def test_a_run_directory_made_with_other_settings_is_refused_and_the_default_tokenizer_roles_match(roles, tmp_path):
