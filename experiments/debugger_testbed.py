@@ -21,19 +21,25 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from coral.benchmarks.records import read_records
 from coral.benchmarks.splits import build_tasks, sft_tasks
 from coral.config import from_mapping
 from coral.corecode.config import CoReCodeConfig
 from coral.corecode.evaluate import evaluate_pass1
-from coral.corecode.setup import build_policies, cold_start_data, copy_weights
+from coral.corecode.setup import (
+    build_policies,
+    cold_start_data,
+    copy_weights,
+    role_sft_configs,
+    sft_checkpoint_dir,
+)
 from coral.sandbox import Sandbox
-from coral.train.checkpoints import load_weights, policy_weights
+from coral.train.checkpoints import cloned_weights, load_weights
 from coral.train.sft_parallel import train_sft_many
 from experiments.corecode_roles import ROLES
 from experiments.efficacy_protocol import provenance, set_fields
@@ -52,20 +58,20 @@ def config(seed: int, tasks: int, out: Path, overrides: dict[str, Any]) -> CoReC
 def cold_starts(cfg: CoReCodeConfig, policies: dict[str, Any], train: list[Any], sandbox: Any) -> dict[str, Any]:
     """Planner and coder SFT'd once; the debugger's SFT weights for each of INITS (resumable)."""
     data = cold_start_data(cfg, sft_tasks(cfg.splits, train), sandbox)
-    sft = replace(cfg.sft, seed=cfg.seed)
-    ckpt = Path(cfg.out_dir) / "sft_ckpt"
+    sft = role_sft_configs(cfg, ROLES)
+    ckpt = sft_checkpoint_dir(cfg)
     debuggers = {}
     with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
-        train_sft_many({r: (policies[r], data[r], sft) for r in ("planner", "coder")}, work, processes=1,
+        train_sft_many({r: (policies[r], data[r], sft[r]) for r in ("planner", "coder")}, work, processes=1,
                        checkpoints={r: ckpt / f"{r}.pt" for r in ("planner", "coder")})
-        fresh = {n: t.detach().clone() for n, t in policy_weights(policies["debugger"]).items()}
+        fresh = cloned_weights(policies["debugger"])
         for init in INITS:
             load_weights(policies["debugger"], fresh)
             if init == "coder":
                 copy_weights(policies["coder"], policies["debugger"])
-            train_sft_many({"debugger": (policies["debugger"], data["debugger"], sft)}, work, processes=1,
+            train_sft_many({"debugger": (policies["debugger"], data["debugger"], sft["debugger"])}, work, processes=1,
                            checkpoints={"debugger": ckpt / f"debugger_{init}.pt"})
-            debuggers[init] = {n: t.detach().clone() for n, t in policy_weights(policies["debugger"]).items()}
+            debuggers[init] = cloned_weights(policies["debugger"])
     return debuggers
 
 
@@ -96,10 +102,6 @@ def figures(greedy: list[dict[str, Any]], sampled: list[dict[str, Any]]) -> dict
             "sampled_rewritten": len(fixed)}
 
 
-def read_samples(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0, help="cold-start seed (and the validation draw)")
@@ -122,8 +124,8 @@ def main(argv: list[str] | None = None) -> None:
             for name, k in ((f"eval_{init}", 0), (f"eval_{init}_sampled", args.samples)):
                 evaluate_pass1(cfg, policies, held_out, sandbox, name, samples=k, bench="procedural-validation",
                                progress=True)
-            results[init] = figures(read_samples(out / f"eval_{init}" / "samples.jsonl"),
-                                    read_samples(out / f"eval_{init}_sampled" / "samples.jsonl"))
+            results[init] = figures(read_records(out / f"eval_{init}" / "samples.jsonl"),
+                                    read_records(out / f"eval_{init}_sampled" / "samples.jsonl"))
             print(init, json.dumps(results[init]), flush=True)
     (out / "figures.json").write_text(json.dumps(results, indent=1) + "\n")
 

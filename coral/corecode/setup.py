@@ -8,7 +8,7 @@ This module does NOT run the RL loop or evaluate (coral/corecode/recipe.py, eval
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,8 +25,9 @@ from coral.policy import load_policy, tiny_policy
 from coral.policy.base import SamplingParams
 from coral.policy.shared_lora import shared_lora
 from coral.sandbox.protocol import SandboxProtocol
-from coral.train.checkpoints import load_weights, policy_weights
+from coral.train.checkpoints import cloned_weights, load_weights
 from coral.train.grpo import AgentLearner, frozen_copy
+from coral.train.sft import SFTConfig
 from coral.train.sft_parallel import train_sft_many
 from coral.trajectory import Task
 
@@ -105,9 +106,7 @@ def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], train: list
     processes unless cfg.sft_processes == 1); returns each role's loss curve. With debugger_init coder the
     debugger trains after the others, from a copy of the coder's SFT weights."""
     data = cold_start_data(cfg, sft_tasks(cfg.splits, train), sandbox)
-    sft = replace(cfg.sft, seed=cfg.seed)
-    per_role = {role: sft if role != "coder" or cfg.sft_coder_epochs is None
-                else replace(sft, epochs=cfg.sft_coder_epochs) for role in policies}
+    per_role = role_sft_configs(cfg, policies)
     checkpoints = {role: sft_checkpoint_dir(cfg) / f"{role}.pt" for role in policies}
     later = ["debugger"] if cfg.debugger_init == "coder" else []
     with tempfile.TemporaryDirectory(prefix="coral-sft-") as work:
@@ -121,11 +120,18 @@ def sft_corecode(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], train: list
     return curves
 
 
+def role_sft_configs(cfg: CoReCodeConfig, roles: Iterable[str]) -> dict[str, SFTConfig]:
+    """Each role's SFT settings: cfg.sft seeded with cfg.seed, the coder's epochs from sft_coder_epochs when set."""
+    sft = replace(cfg.sft, seed=cfg.seed)
+    return {role: sft if role != "coder" or cfg.sft_coder_epochs is None
+            else replace(sft, epochs=cfg.sft_coder_epochs) for role in roles}
+
+
 def copy_weights(source: HFPolicy, target: HFPolicy) -> None:
     """`target` takes `source`'s weights; both tiny models of one shape and one tokenizer (else ValueError)."""
     if source.tokenizer.get_vocab() != target.tokenizer.get_vocab():
         raise ValueError("debugger_init coder: the coder's and the debugger's tokenizers differ")
-    load_weights(target, {name: t.detach().clone() for name, t in policy_weights(source).items()})
+    load_weights(target, cloned_weights(source))
 
 
 def sft_references(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], saved: bool) -> dict[str, Any]:

@@ -101,6 +101,11 @@ def policy_weights(policy: HFPolicy) -> dict[str, torch.Tensor]:
     return policy.state_dict() if hasattr(policy, "state_dict") else policy.model.state_dict()
 
 
+def cloned_weights(policy: HFPolicy) -> dict[str, torch.Tensor]:
+    """A detached copy of `policy_weights(policy)`: later training of the policy leaves it as it was."""
+    return {name: t.detach().clone() for name, t in policy_weights(policy).items()}
+
+
 def weights_digest(state: dict[str, torch.Tensor]) -> str:
     """A digest of a state dict's names, dtypes, shapes and bytes: equal digests, equal weights."""
     digest = hashlib.blake2b(digest_size=16)
