@@ -7,6 +7,7 @@ From the repository root (each stage resumable; long ones under nohup, one threa
     python -m experiments.smollm2_rl sweep --name lr3e-4 --set rl.lr=3e-4   # one setting, held out on validation
     python -m experiments.smollm2_rl run --seed 0                  # the chosen settings, held out on test
     python -m experiments.smollm2_rl report                        # tables of every run under runs/smollm2/
+    python -m experiments.smollm2_rl compare --name A --against B   # sweep B against sweep A, paired per task
 
 Every run is `coral train configs/corecode_smollm2.yaml` with overrides (`--set field=value`, dotted for nested
 fields) in `runs/smollm2/<stage>/<name>`: checkpoints every few steps, and a killed run started again with the
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import time
 from pathlib import Path
@@ -33,6 +35,7 @@ import yaml
 
 CONFIG = Path("configs/corecode_smollm2.yaml")
 OUT = Path("runs/smollm2")
+STEP_LINE = re.compile(r"^\s*(xs|s)\s*=", re.M)  # a step of a code written as a sibling's gold code is
 CURVE_KEYS = ("coder/reward", "planner/reward", "pass_rate", "coder/kl_ref", "planner/kl_ref", "coder/entropy",
               "planner/entropy", "coder/logp_mismatch", "coder/zero_variance_groups", "step_s")
 
@@ -108,12 +111,48 @@ def train_run(stage: str, name: str, overrides: dict[str, Any]) -> dict[str, Any
     return train_corecode(cfg)
 
 
+def code_forms(samples_jsonl: Path) -> dict[str, int]:
+    """How an evaluation's samples are written: codes with a step line (`xs = ...` or `s = ...`, the form of a
+    sibling's gold code) and plans the planner wrote as numbered steps (parsed without error), of all of them."""
+    from coral.benchmarks.records import read_records
+
+    rows = read_records(samples_jsonl)
+    plans = [t for r in rows for t in r.get("turns") or [] if t.get("role") == "planner"]
+    return {"codes": len(rows), "step_codes": sum(bool(STEP_LINE.search(r.get("code") or "")) for r in rows),
+            "plans": len(plans), "numbered_plans": sum(t.get("parse_error") is None for t in plans)}
+
+
+def forms_cell(run: Path) -> str:
+    """`step-line codes before -> after of N; numbered plans before -> after of M` for one finished run."""
+    before, after = (code_forms(run / f"eval_{when}" / "samples.jsonl") for when in ("sft", "rl"))
+    return (f"{before['step_codes']} -> {after['step_codes']} of {after['codes']}; "
+            f"{before['numbered_plans']} -> {after['numbered_plans']} of {after['plans']}")
+
+
+def compare(stage_dir: Path, name: str, against: str) -> dict[str, Any]:
+    """Greedy pass@1 after RL of run `against` minus run `name`, paired per held-out task (the same tasks: one
+    seed, one split), and the two starting evaluations' difference (nonzero only if the model as loaded
+    generates differently, e.g. on another CPU)."""
+    from coral.benchmarks.metrics import paired_change
+    from coral.evaluation import task_pass_rates
+
+    rates = {(run, when): task_pass_rates(stage_dir / run / f"eval_{when}" / "samples.jsonl")
+             for run in (name, against) for when in ("sft", "rl")}
+    after = paired_change(rates[name, "rl"], rates[against, "rl"])
+    start = paired_change(rates[name, "sft"], rates[against, "sft"])
+    print(f"{against} - {name}, greedy pass@1 after RL on {after.tasks} tasks: {after.mean:+.3f} "
+          f"(paired SE {after.se:.3f}; {after.up} up, {after.down} down); at the start: {start.mean:+.3f} "
+          f"({start.up} up, {start.down} down)")
+    return {"after": after, "start": start}
+
+
 def report(root: Path) -> None:
     """One row per finished run under `root` (sweep and run): held-out pass@1 before and after with the paired
     change, and the training curves' first and last ten steps."""
     print("| stage | run | held out | tasks | pass@1 start | pass@1 after RL | change (paired SE) | fresh: start -> after "
-          "(change, SE) | steps | R(coder) first/last 10 | KL coder last 10 | entropy coder first/last 10 | step s (median) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "(change, SE) | steps | R(coder) first/last 10 | KL coder last 10 | entropy coder first/last 10 | step s (median) "
+          "| step-line codes; numbered plans (start -> after) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for summary_path in sorted(root.glob("*/*/summary.json")):
         run = summary_path.parent
         s = json.loads(summary_path.read_text())
@@ -135,15 +174,17 @@ def report(root: Path) -> None:
         print(f"| {run.parent.name} | {run.name} | {held} | {s['evaluations'][0]['tasks']} | {s['pass@1_sft']:.3f} | "
               f"{s['pass@1_rl']:.3f} | {ch['mean']:+.3f} ({ch['se']:.3f}) | {fresh} | {len(steps)} | "
               f"{mean(first, 'coder/reward')} / {mean(last, 'coder/reward')} | {mean(last, 'coder/kl_ref')} | "
-              f"{mean(first, 'coder/entropy')} / {mean(last, 'coder/entropy')} | {times[len(times) // 2]:.0f} |")
+              f"{mean(first, 'coder/entropy')} / {mean(last, 'coder/entropy')} | {times[len(times) // 2]:.0f} | "
+              f"{forms_cell(run)} |")
     print(f"\nload average {os.getloadavg()[0]:.1f}")
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=("steptime", "sweep", "run", "report"))
+    ap.add_argument("stage", choices=("steptime", "sweep", "run", "report", "compare"))
     ap.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="config overrides")
-    ap.add_argument("--name", default=None, help="run name (sweep: required; run: seed<seed>)")
+    ap.add_argument("--name", default=None, help="run name (sweep and compare: required; run: seed<seed>)")
+    ap.add_argument("--against", default=None, help="compare: the sweep run set against --name's")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=2, help="steptime: RL steps timed")
     args = ap.parse_args(argv)
@@ -152,6 +193,10 @@ def main(argv: list[str] | None = None) -> None:
         steptime(config(overrides), args.steps)
     elif args.stage == "report":
         report(OUT)
+    elif args.stage == "compare":
+        if not (args.name and args.against):
+            raise SystemExit("compare needs --name and --against (two sweep runs)")
+        compare(OUT / "sweep", args.name, args.against)
     else:
         if args.stage == "sweep" and not args.name:
             raise SystemExit("sweep needs --name")

@@ -1,5 +1,7 @@
 """experiments/smollm2_rl.py: what each stage holds out (no model is loaded: train_corecode is replaced)."""
 
+import json
+
 import pytest
 
 from experiments import smollm2_rl
@@ -28,3 +30,44 @@ def test_a_sweep_chooses_on_validation_and_never_sees_the_fresh_tasks(seen):
 def test_run_refuses_the_validation_split():
     with pytest.raises(SystemExit, match="choose settings with stage sweep"):
         smollm2_rl.main(["run", "--set", "held_out_split=validation"])
+
+
+def write_samples(path, rows):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def sample(task, passed, code="", plan_error=None):
+    return {"task_id": task, "passed": passed, "code": code,
+            "turns": [{"role": "planner", "parse_error": plan_error}, {"role": "coder", "parse_error": None}]}
+
+
+def test_code_forms_counts_step_lines_and_numbered_plans(tmp_path):
+    write_samples(tmp_path, [
+        sample("a", True, "def f(xs):\n    xs = [x for x in xs]\n    return xs"),  # a step line
+        sample("b", False, "def f(s):\n    s = s.upper()\n    return s", plan_error="no numbered steps"),
+        sample("c", True, "def f(xs):\n    return [x + 1 for x in xs]  # ys = xs", plan_error="no numbered steps"),
+        sample("d", True, "def f(xs):\n    total = sum(xs)\n    return total"),  # another name: not a step line
+    ])
+    assert smollm2_rl.code_forms(tmp_path / "samples.jsonl") == {
+        "codes": 4, "step_codes": 2, "plans": 4, "numbered_plans": 2}
+
+
+def test_compare_pairs_two_sweeps_on_their_tasks(tmp_path, capsys):
+    for run, start, after in (("a", [1, 0, 0, 0], [1, 0, 0, 0]), ("b", [1, 0, 0, 0], [1, 1, 1, 0])):
+        for when, passed in (("sft", start), ("rl", after)):
+            write_samples(tmp_path / run / f"eval_{when}", [sample(f"t{i}", bool(p)) for i, p in enumerate(passed)])
+    got = smollm2_rl.compare(tmp_path, "a", "b")
+    # changes 0, +1, +1, 0: mean 0.5, sd sqrt(1/3), SE sqrt(1/3)/2
+    assert (got["after"].mean, got["after"].up, got["after"].down) == (0.5, 2, 0)
+    assert got["after"].se == pytest.approx((1 / 3) ** 0.5 / 2)
+    assert (got["start"].mean, got["start"].up) == (0.0, 0)
+    assert "b - a, greedy pass@1 after RL on 4 tasks: +0.500" in capsys.readouterr().out
+
+
+def test_compare_refuses_runs_on_different_tasks(tmp_path):
+    for run, task in (("a", "t0"), ("b", "t9")):
+        for when in ("sft", "rl"):
+            write_samples(tmp_path / run / f"eval_{when}", [sample(task, True)])
+    with pytest.raises(ValueError, match="different tasks"):
+        smollm2_rl.compare(tmp_path, "a", "b")
