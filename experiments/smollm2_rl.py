@@ -171,10 +171,11 @@ def report(root: Path) -> None:
             return f"{sum(vals) / len(vals):.3f}" if vals else "-"
 
         times = sorted(r["step_s"] for r in steps)
+        median_s = f"{times[len(times) // 2]:.0f}" if times else "-"  # "-": a run of rl_steps 0
         print(f"| {run.parent.name} | {run.name} | {held} | {s['evaluations'][0]['tasks']} | {s['pass@1_sft']:.3f} | "
               f"{s['pass@1_rl']:.3f} | {ch['mean']:+.3f} ({ch['se']:.3f}) | {fresh} | {len(steps)} | "
               f"{mean(first, 'coder/reward')} / {mean(last, 'coder/reward')} | {mean(last, 'coder/kl_ref')} | "
-              f"{mean(first, 'coder/entropy')} / {mean(last, 'coder/entropy')} | {times[len(times) // 2]:.0f} | "
+              f"{mean(first, 'coder/entropy')} / {mean(last, 'coder/entropy')} | {median_s} | "
               f"{forms_cell(run)} |")
     print(f"\nload average {os.getloadavg()[0]:.1f}")
 
