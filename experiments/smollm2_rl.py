@@ -14,7 +14,7 @@ fields) in `runs/smollm2/<stage>/<name>`: checkpoints every few steps, and a kil
 same command resumes from its last one. `sweep` runs hold out the validation split (held_out_split validation),
 so the settings are chosen on validation pass@1 and training reward; `run` holds out the test split and is
 started only with settings chosen that way. `run` also holds out 40 "fresh" tasks (fresh_source rl): the RL
-stream's tasks after the pool, RL's own distribution (depth 1, the pool's skeletons, other compositions);
+stream's tasks after the pool, RL's own distribution (up to rl_max_depth, compositions RL never saw);
 `sweep` does not evaluate them (n_fresh_tasks 0), so no setting is chosen on a reported set. This module
 does NOT choose the task set (experiments/smollm2_tasks.py does) and does NOT plot (the run's report.html
 draws its curves).
