@@ -136,8 +136,11 @@ def compare(stage_dir: Path, name: str, against: str) -> dict[str, Any]:
     from coral.benchmarks.metrics import paired_change
     from coral.evaluation import task_pass_rates
 
-    rates = {(run, when): task_pass_rates(stage_dir / run / f"eval_{when}" / "samples.jsonl")
-             for run in (name, against) for when in ("sft", "rl")}
+    files = {(run, when): stage_dir / run / f"eval_{when}" / "samples.jsonl" for run in (name, against)
+             for when in ("sft", "rl")}
+    if missing := [str(f) for f in files.values() if not f.is_file()]:
+        raise SystemExit(f"compare: {missing[0]} not found (is that sweep run finished?)")
+    rates = {key: task_pass_rates(f) for key, f in files.items()}
     after = paired_change(rates[name, "rl"], rates[against, "rl"])
     start = paired_change(rates[name, "sft"], rates[against, "sft"])
     print(f"{against} - {name}, greedy pass@1 after RL on {after.tasks} tasks: {after.mean:+.3f} "

@@ -71,3 +71,9 @@ def test_compare_refuses_runs_on_different_tasks(tmp_path):
             write_samples(tmp_path / run / f"eval_{when}", [sample(task, True)])
     with pytest.raises(ValueError, match="different tasks"):
         smollm2_rl.compare(tmp_path, "a", "b")
+
+
+def test_compare_names_the_missing_evaluation(tmp_path):
+    write_samples(tmp_path / "a" / "eval_sft", [sample("t0", True)])
+    with pytest.raises(SystemExit, match=r"a/eval_rl/samples.jsonl not found"):
+        smollm2_rl.compare(tmp_path, "a", "b")
