@@ -8,6 +8,9 @@ rounds, so the links learn through the feedback edge and the later round too."""
 
 from __future__ import annotations
 
+import copy
+import functools
+
 import pytest
 import torch
 from test_train import RECORDS
@@ -24,7 +27,10 @@ from coral.train.sft import SFTConfig, train_sft
 from tests.recursivemas.conftest import tiny_agent
 
 
+@functools.cache
 def _cold_started_agents() -> dict:
+    """The agents after their role SFT, trained once: it does not depend on the links' seed, and the system
+    only freezes their weights, so each run takes a deep copy."""
     pattern = PATTERNS["sequential"]
     tok = tiny_agent(32, 0).tokenizer
     agents = {"planner": tiny_agent(32, 1, tok), "critic": tiny_agent(48, 2, tok), "solver": tiny_agent(32, 3, tok)}
@@ -46,7 +52,7 @@ def one_thread():
 
 def _one_run(seed: int, out_dir):
     """(outer losses, accuracy before, accuracy after, answers) of one seeded run from fresh cold-started agents."""
-    agents = _cold_started_agents()  # about half of a run's 14 s of CPU time
+    agents = copy.deepcopy(_cold_started_agents())  # the SFT is about half of a run's 14 s of CPU time
     torch.manual_seed(seed)
     mas = RecursiveMAS(PATTERNS["sequential"], agents, latent_steps=4)
     cfg = RecursiveMASConfig(latent_steps=4, rounds=2, batch_size=4, out_dir=str(out_dir),
