@@ -8,6 +8,7 @@ From the repository root (each stage resumable; long ones under nohup, one threa
     python -m experiments.smollm2_rl run --seed 0                  # the chosen settings, held out on test
     python -m experiments.smollm2_rl report                        # tables of every run under runs/smollm2/
     python -m experiments.smollm2_rl compare --name A --against B   # sweep B against sweep A, paired per task
+    python -m experiments.smollm2_rl curves --runs A B --svg c.svg  # 10-step means of runs' curves, and a chart
 
 Every run is `coral train configs/corecode_smollm2.yaml` with overrides (`--set field=value`, dotted for nested
 fields) in `runs/smollm2/<stage>/<name>`: checkpoints every few steps, and a killed run started again with the
@@ -16,8 +17,8 @@ so the settings are chosen on validation pass@1 and training reward; `run` holds
 started only with settings chosen that way. `run` also holds out 40 "fresh" tasks (fresh_source rl): the RL
 stream's tasks after the pool, RL's own distribution (up to rl_max_depth, compositions RL never saw);
 `sweep` does not evaluate them (n_fresh_tasks 0), so no setting is chosen on a reported set. This module
-does NOT choose the task set (experiments/smollm2_tasks.py does) and does NOT plot (the run's report.html
-draws its curves).
+does NOT choose the task set (experiments/smollm2_tasks.py does); its charts are experiments/efficacy_plot.py's
+(each run's report.html also draws its curves).
 """
 
 from __future__ import annotations
@@ -149,6 +150,52 @@ def compare(stage_dir: Path, name: str, against: str) -> dict[str, Any]:
     return {"after": after, "start": start}
 
 
+CURVE_TABLE = (("coder reward", "coder/reward"), ("pass rate", "pass_rate"), ("completion tokens",
+               "coder/completion_tokens"), ("coder entropy", "coder/entropy"), ("KL coder", "coder/kl_ref"),
+               ("logp mismatch", "coder/logp_mismatch"), ("flat groups", "coder/zero_variance_groups"),
+               ("step s", "step_s"))
+
+
+def window_means(steps: list[dict], width: int = 10, every: int = 20) -> list[tuple[str, dict[str, float]]]:
+    """(`first-last`, key -> mean) of the windows of `width` steps starting at steps 1, 1 + every, ..., and the
+    last `width` steps; a key logged at no step of a window is left out of it."""
+    starts = list(range(0, max(len(steps) - width, 0) + 1, every))
+    if len(steps) > width and starts[-1] != len(steps) - width:
+        starts.append(len(steps) - width)
+    out = []
+    for lo in starts:
+        rows = steps[lo:lo + width]
+        means = {k: sum(r[k] for r in rows if k in r) / n for _, k in CURVE_TABLE if (n := sum(k in r for r in rows))}
+        out.append((f"{lo + 1}-{lo + len(rows)}", means))
+    return out
+
+
+def curves(root: Path, names: list[str], svg: Path | None) -> None:
+    """The training curves of runs `names` (`stage/name` under `root`): a table of 10-step means (steps 1-10, 21-30, ...,
+    and the last 10) and, given `svg`, a chart of every step, one line per run."""
+    from experiments.efficacy_plot import curves_svg
+
+    runs = {}
+    for name in names:
+        path = root / name / "metrics.jsonl"
+        if not path.is_file():
+            raise SystemExit(f"curves: {path} not found (has that run trained?)")
+        runs[name] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    print("| run | steps | " + " | ".join(label for label, _ in CURVE_TABLE) + " |")
+    print("|---|---|" + "---|" * len(CURVE_TABLE))
+    for name, steps in runs.items():
+        for span, means in window_means(steps):
+            digits = {"step_s": 1, "coder/completion_tokens": 0, "coder/kl_ref": 4, "coder/logp_mismatch": 4}
+            cells = [f"{means[k]:.{digits.get(k, 3)}f}" if k in means else "-" for _, k in CURVE_TABLE]
+            print(f"| {name} | {span} | " + " | ".join(cells) + " |")
+    if svg is not None:
+        per_run = {name: {label: [r[k] for r in steps if k in r] for label, k in CURVE_TABLE[:5] + CURVE_TABLE[6:7]}
+                   for name, steps in runs.items()}
+        svg.write_text(curves_svg(per_run, [label for label, _ in CURVE_TABLE[:5] + CURVE_TABLE[6:7]],
+                                  f"CoRe-Code GRPO on SmolLM2-135M-Instruct: {', '.join(names)}", window=5))
+        print(f"\n{svg}: every step, 5-step trailing means")
+
+
 def report(root: Path) -> None:
     """One row per finished run under `root` (sweep and run): held-out pass@1 before and after with the paired
     change, and the training curves' first and last ten steps."""
@@ -185,10 +232,12 @@ def report(root: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=("steptime", "sweep", "run", "report", "compare"))
+    ap.add_argument("stage", choices=("steptime", "sweep", "run", "report", "compare", "curves"))
     ap.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="config overrides")
     ap.add_argument("--name", default=None, help="run name (sweep and compare: required; run: seed<seed>)")
     ap.add_argument("--against", default=None, help="compare: the sweep run set against --name's")
+    ap.add_argument("--runs", nargs="*", default=[], help="curves: runs of stage run by name, sweep runs as sweep/NAME")
+    ap.add_argument("--svg", type=Path, default=None, help="curves: also draw every step's curves to this SVG")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=2, help="steptime: RL steps timed")
     args = ap.parse_args(argv)
@@ -201,6 +250,10 @@ def main(argv: list[str] | None = None) -> None:
         if not (args.name and args.against):
             raise SystemExit("compare needs --name and --against (two sweep runs)")
         compare(OUT / "sweep", args.name, args.against)
+    elif args.stage == "curves":
+        if not args.runs:
+            raise SystemExit("curves needs --runs NAME [NAME ...] (runs of stage run, or sweep/NAME)")
+        curves(OUT, [n if "/" in n else f"run/{n}" for n in args.runs], args.svg)
     else:
         if args.stage == "sweep" and not args.name:
             raise SystemExit("sweep needs --name")

@@ -77,3 +77,28 @@ def test_compare_names_the_missing_evaluation(tmp_path):
     write_samples(tmp_path / "a" / "eval_sft", [sample("t0", True)])
     with pytest.raises(SystemExit, match=r"a/eval_rl/samples.jsonl not found"):
         smollm2_rl.compare(tmp_path, "a", "b")
+
+
+def test_window_means_averages_ten_step_windows_and_the_last_ten():
+    steps = [{"coder/reward": i / 100, "step_s": 10.0} for i in range(1, 36)]  # rewards 0.01 .. 0.35
+    steps[0]["coder/entropy"] = 0.5  # logged at one step of the first window only
+    got = smollm2_rl.window_means(steps)
+    assert [span for span, _ in got] == ["1-10", "21-30", "26-35"]
+    assert got[0][1]["coder/reward"] == pytest.approx(0.055) and got[0][1]["coder/entropy"] == 0.5
+    assert got[1][1]["coder/reward"] == pytest.approx(0.255) and "coder/entropy" not in got[1][1]
+    assert got[2][1]["coder/reward"] == pytest.approx(0.305) and got[2][1]["step_s"] == 10.0
+    assert [span for span, _ in smollm2_rl.window_means(steps[:10])] == ["1-10"]
+
+
+def test_curves_prints_the_windows_draws_every_step_and_names_a_missing_run(tmp_path, capsys):
+    run = tmp_path / "run" / "a"
+    run.mkdir(parents=True)
+    rows = [{"coder/reward": 0.2, "pass_rate": 0.1, "step_s": 30.0}] * 10 + [{"coder/reward": 0.8, "pass_rate": 0.7,
+                                                                             "step_s": 20.0}] * 10
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    smollm2_rl.curves(tmp_path, ["run/a"], tmp_path / "c.svg")
+    out = capsys.readouterr().out
+    assert "| run/a | 1-10 | 0.200 | 0.100 | - |" in out and "| run/a | 11-20 | 0.800 | 0.700 | - |" in out
+    assert (tmp_path / "c.svg").read_text().count('data-method="run/a"') == 2  # reward, pass rate; the rest not logged
+    with pytest.raises(SystemExit, match="run/b/metrics.jsonl not found"):
+        smollm2_rl.curves(tmp_path, ["run/b"], None)
