@@ -154,6 +154,7 @@ CURVE_TABLE = (("coder reward", "coder/reward"), ("pass rate", "pass_rate"), ("c
                "coder/completion_tokens"), ("coder entropy", "coder/entropy"), ("KL coder", "coder/kl_ref"),
                ("logp mismatch", "coder/logp_mismatch"), ("flat groups", "coder/zero_variance_groups"),
                ("step s", "step_s"))
+CHARTED = ("coder reward", "pass rate", "completion tokens", "coder entropy", "KL coder", "flat groups")
 
 
 def window_means(steps: list[dict], width: int = 10, every: int = 20) -> list[tuple[str, dict[str, float]]]:
@@ -189,10 +190,10 @@ def curves(root: Path, names: list[str], svg: Path | None) -> None:
             cells = [f"{means[k]:.{digits.get(k, 3)}f}" if k in means else "-" for _, k in CURVE_TABLE]
             print(f"| {name} | {span} | " + " | ".join(cells) + " |")
     if svg is not None:
-        per_run = {name: {label: [r[k] for r in steps if k in r] for label, k in CURVE_TABLE[:5] + CURVE_TABLE[6:7]}
+        keys = dict(CURVE_TABLE)
+        per_run = {name: {label: [r[keys[label]] for r in steps if keys[label] in r] for label in CHARTED}
                    for name, steps in runs.items()}
-        svg.write_text(curves_svg(per_run, [label for label, _ in CURVE_TABLE[:5] + CURVE_TABLE[6:7]],
-                                  f"CoRe-Code GRPO on SmolLM2-135M-Instruct: {', '.join(names)}", window=5))
+        svg.write_text(curves_svg(per_run, CHARTED, f"CoRe-Code GRPO on SmolLM2-135M-Instruct: {', '.join(names)}", window=5))
         print(f"\n{svg}: every step, 5-step trailing means")
 
 
