@@ -91,6 +91,16 @@ def test_a_cold_starts_name_changes_with_its_weights_not_only_its_config(compare
     assert compare.cold_start_name(cfg, tmp_path) != first
 
 
+def test_a_finished_cold_start_without_weights_is_named_as_such(compare, tmp_path):
+    from coral.mars2.recipe import MARS2Config
+
+    cfg = MARS2Config(seed=3, agents=1)
+    (tmp_path / compare.cold_start_key(cfg)).mkdir()
+    (tmp_path / compare.cold_start_key(cfg) / "done").touch()
+    with pytest.raises(FileNotFoundError, match="no agent\\*/\\*.safetensors to digest"):
+        compare.cold_start_name(cfg, tmp_path)
+
+
 def test_agents_read_back_from_the_cache_sample_in_batches_of_agent_batch_size(compare, tmp_path, monkeypatch):
     # a cold start saved with the default batch of 16 mined 2000 own-refine tasks 16 prompts at a time
     from coral.mars2.cold_start import AGENT_BATCH_SIZE
