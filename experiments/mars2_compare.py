@@ -74,7 +74,7 @@ def cold_start_name(cfg: MARS2Config, cache: Path) -> str:
     where = Path(cache) / cold_start_key(cfg)
     if not (where / "done").exists():
         raise FileNotFoundError(f"{where}: no finished cold start to name (run cached_cold_start first)")
-    return f"{where.name}:{weights_digest(where)}"  # which names a finished one that saved no weights
+    return f"{where.name}:{weights_digest(where)}"  # raises for a finished one that saved no weights
 
 
 def weights_digest(where: Path) -> str:
