@@ -154,6 +154,7 @@ CURVE_TABLE = (("coder reward", "coder/reward"), ("pass rate", "pass_rate"), ("c
                "coder/completion_tokens"), ("coder entropy", "coder/entropy"), ("KL coder", "coder/kl_ref"),
                ("logp mismatch", "coder/logp_mismatch"), ("flat groups", "coder/zero_variance_groups"),
                ("step s", "step_s"))
+DIGITS = {"step_s": 1, "coder/completion_tokens": 0, "coder/kl_ref": 4, "coder/logp_mismatch": 4}  # else 3
 CHARTED = ("coder reward", "pass rate", "completion tokens", "coder entropy", "KL coder", "flat groups")
 
 
@@ -186,8 +187,7 @@ def curves(root: Path, names: list[str], svg: Path | None) -> None:
     print("|---|---|" + "---|" * len(CURVE_TABLE))
     for name, steps in runs.items():
         for span, means in window_means(steps):
-            digits = {"step_s": 1, "coder/completion_tokens": 0, "coder/kl_ref": 4, "coder/logp_mismatch": 4}
-            cells = [f"{means[k]:.{digits.get(k, 3)}f}" if k in means else "-" for _, k in CURVE_TABLE]
+            cells = [f"{means[k]:.{DIGITS.get(k, 3)}f}" if k in means else "-" for _, k in CURVE_TABLE]
             print(f"| {name} | {span} | " + " | ".join(cells) + " |")
     if svg is not None:
         keys = dict(CURVE_TABLE)
