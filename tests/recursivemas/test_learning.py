@@ -51,7 +51,7 @@ def one_thread():
 
 
 def _one_run(seed: int, out_dir):
-    """(outer losses, accuracy before, accuracy after, answers) of one seeded run from fresh cold-started agents."""
+    """(outer losses, evaluation before, evaluation after) of one seeded run from a copy of the cold-started agents."""
     agents = copy.deepcopy(_cold_started_agents())  # the SFT is about half of a run's 14 s of CPU time
     torch.manual_seed(seed)
     mas = RecursiveMAS(PATTERNS["sequential"], agents, latent_steps=4)
