@@ -172,6 +172,11 @@ def window_means(steps: list[dict], width: int = 10, every: int = 20) -> list[tu
     return out
 
 
+def logged_steps(metrics_jsonl: Path) -> list[dict[str, float]]:
+    """The steps a run's metrics.jsonl logged (none for a run of rl_steps 0)."""
+    return [json.loads(line) for line in metrics_jsonl.read_text().splitlines() if line.strip()]
+
+
 def curves(root: Path, names: list[str], svg: Path | None) -> None:
     """The training curves of runs `names` (`stage/name` under `root`): a table of 10-step means (steps 1-10, 21-30, ...,
     and the last 10) and, given `svg`, a chart of every step, one line per run."""
@@ -182,7 +187,7 @@ def curves(root: Path, names: list[str], svg: Path | None) -> None:
         path = root / name / "metrics.jsonl"
         if not path.is_file():
             raise SystemExit(f"curves: {path} not found (has that run trained?)")
-        runs[name] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        runs[name] = logged_steps(path)
     print("| run | steps | " + " | ".join(label for label, _ in CURVE_TABLE) + " |")
     print("|---|---|" + "---|" * len(CURVE_TABLE))
     for name, steps in runs.items():
@@ -214,12 +219,12 @@ def report(root: Path) -> None:
             fc, before = s["change"]["fresh_greedy"], s["eval_sft_fresh"]["pass@1"]
             fresh = (f"{fc['tasks']} tasks: {before:.3f} -> {s['eval_rl_fresh']['pass@1']:.3f} "
                      f"({fc['mean']:+.3f}, {fc['se']:.3f}; {fc['up']} up, {fc['down']} down)")
-        steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-        first, last = steps[:10], steps[-10:]
+        steps = logged_steps(run / "metrics.jsonl")
+        windows = window_means(steps)
+        first, last = windows[0][1], windows[-1][1]  # steps 1-10 and the last 10 (both every step of a short run)
 
-        def mean(rows: list[dict], key: str) -> str:
-            vals = [r[key] for r in rows if key in r]
-            return f"{sum(vals) / len(vals):.3f}" if vals else "-"
+        def mean(means: dict[str, float], key: str) -> str:
+            return f"{means[key]:.3f}" if key in means else "-"
 
         times = sorted(r["step_s"] for r in steps)
         median_s = f"{times[len(times) // 2]:.0f}" if times else "-"  # "-": a run of rl_steps 0

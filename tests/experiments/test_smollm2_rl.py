@@ -102,3 +102,26 @@ def test_curves_prints_the_windows_draws_every_step_and_names_a_missing_run(tmp_
     assert (tmp_path / "c.svg").read_text().count('data-method="run/a"') == 2  # reward, pass rate; the rest not logged
     with pytest.raises(SystemExit, match="run/b/metrics.jsonl not found"):
         smollm2_rl.curves(tmp_path, ["run/b"], None)
+
+
+def finished_run(run, steps, change):
+    """A run folder as report reads it: summary, config, metrics and both evaluations (one task)."""
+    for when in ("sft", "rl"):
+        write_samples(run / f"eval_{when}", [sample("t0", when == "rl")])
+    (run / "config.json").write_text(json.dumps({"held_out_split": "validation"}))
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+    summary = {"change": {"greedy": {"mean": change, "se": 0.0}}, "pass@1_sft": 0.0, "pass@1_rl": change,
+               "evaluations": [{"tasks": 1}]}
+    (run / "summary.json").write_text(json.dumps(summary))
+
+
+def test_report_gives_the_first_and_last_ten_steps_and_dashes_for_a_run_without_rl(tmp_path, capsys):
+    steps = [{"coder/reward": i / 100, "coder/entropy": 0.5, "step_s": float(i)} for i in range(1, 16)]
+    steps[-1]["coder/kl_ref"] = 0.25  # logged at one of the last ten steps only
+    finished_run(tmp_path / "sweep" / "a", steps, 1.0)
+    finished_run(tmp_path / "run" / "none", [], 0.0)  # rl_steps 0: nothing logged
+    smollm2_rl.report(tmp_path)
+    rows = {line.split(" | ")[1]: line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")}
+    # rewards 0.01..0.15: steps 1-10 mean 0.055, steps 6-15 mean 0.105; the median of 15 step times is the 8th
+    assert "| 15 | 0.055 / 0.105 | 0.250 | 0.500 / 0.500 | 8 | 0 -> 0 of 1; 1 -> 1 of 1 |" in rows["a"]
+    assert "| 0 | - / - | - | - / - | - |" in rows["none"]
