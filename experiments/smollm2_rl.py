@@ -9,6 +9,7 @@ From the repository root (each stage resumable; long ones under nohup, one threa
     python -m experiments.smollm2_rl report                        # tables of every run under runs/smollm2/
     python -m experiments.smollm2_rl compare --name A --against B   # sweep B against sweep A, paired per task
     python -m experiments.smollm2_rl curves --runs A B --svg c.svg  # 10-step means of runs' curves, and a chart
+    python -m experiments.smollm2_rl shots --runs A B              # pass@1 by the prompt's solved example
 
 Every run is `coral train configs/corecode_smollm2.yaml` with overrides (`--set field=value`, dotted for nested
 fields) in `runs/smollm2/<stage>/<name>`: checkpoints every few steps, and a killed run started again with the
@@ -202,6 +203,51 @@ def curves(root: Path, names: list[str], svg: Path | None) -> None:
         print(f"\n{svg}: every step, 5-step trailing means")
 
 
+def shot_kinds(run: Path) -> dict[str, str]:
+    """Task id -> the solved example its prompt holds ("sibling" or "fixed", procedural_nl's sibling-shot), for the
+    held-out and fresh tasks of a run (rebuilt from its config.json)."""
+    from coral.benchmarks.splits import build_tasks, fresh_tasks, rl_tasks
+    from coral.config import from_mapping
+    from coral.corecode.config import CoReCodeConfig
+    from coral.corecode.setup import stated_tasks
+
+    cfg = from_mapping(CoReCodeConfig, json.loads((run / "config.json").read_text()), str(run / "config.json"))
+    train, test = build_tasks(cfg.splits)
+    fresh = fresh_tasks(cfg.splits, train, rl_tasks(cfg.splits, train), sft_trains=cfg.cold_start != "none")
+    return {t.id: t.metadata.get("shot", "-") for tasks in (test, fresh) for t in stated_tasks(cfg, tasks)}
+
+
+def by_shot(runs: list[Path], kinds: Any = shot_kinds) -> dict[tuple[str, str], dict[str, int]]:
+    """(held-out set, shot) -> tasks, passes before and after RL, and failing codes after RL that are the fixed shot's
+    own code, pooled over `runs` (`kinds(run)`: task id -> shot)."""
+    from coral.benchmarks.procedural_nl import PLAIN_SHOT
+    from coral.benchmarks.records import read_records
+
+    def lines(code: str) -> list[str]:
+        return [line.rstrip() for line in code.strip().splitlines()]
+
+    shot_code = lines(PLAIN_SHOT.split("Solution:\n")[1].split("\n\n")[0])
+    out: dict[tuple[str, str], dict[str, int]] = {}
+    for run in runs:
+        shot = kinds(run)
+        for held, suffix in (("new skeletons", ""), ("fresh", "_fresh")):
+            if not (run / f"eval_rl{suffix}" / "samples.jsonl").is_file():
+                continue
+            before = {r["task_id"]: r["passed"] for r in read_records(run / f"eval_sft{suffix}" / "samples.jsonl")}
+            for r in read_records(run / f"eval_rl{suffix}" / "samples.jsonl"):
+                cell = out.setdefault((held, shot[r["task_id"]]), {"tasks": 0, "before": 0, "after": 0, "copies": 0})
+                cell["tasks"] += 1
+                cell["before"] += before[r["task_id"]]
+                cell["after"] += r["passed"]
+                cell["copies"] += not r["passed"] and lines(r.get("code") or "") == shot_code
+    print("| held out | shot | tasks | pass@1 start | after RL | failing after RL with the fixed shot's code |")
+    print("|---|---|---|---|---|---|")
+    for (held, kind), c in sorted(out.items()):
+        print(f"| {held} | {kind} | {c['tasks']} | {c['before'] / c['tasks']:.3f} | {c['after'] / c['tasks']:.3f} | "
+              f"{c['copies']} of {c['tasks'] - c['after']} |")
+    return out
+
+
 def report(root: Path) -> None:
     """One row per finished run under `root` (sweep and run): held-out pass@1 before and after with the paired
     change, and the training curves' first and last ten steps."""
@@ -238,11 +284,11 @@ def report(root: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=("steptime", "sweep", "run", "report", "compare", "curves"))
+    ap.add_argument("stage", choices=("steptime", "sweep", "run", "report", "compare", "curves", "shots"))
     ap.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="config overrides")
     ap.add_argument("--name", default=None, help="run name (sweep and compare: required; run: seed<seed>)")
     ap.add_argument("--against", default=None, help="compare: the sweep run set against --name's")
-    ap.add_argument("--runs", nargs="*", default=[], help="curves: runs of stage run by name, sweep runs as sweep/NAME")
+    ap.add_argument("--runs", nargs="*", default=[], help="curves, shots: runs of stage run by name, sweep runs as sweep/NAME")
     ap.add_argument("--svg", type=Path, default=None, help="curves: also draw every step's curves to this SVG")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=2, help="steptime: RL steps timed")
@@ -260,6 +306,10 @@ def main(argv: list[str] | None = None) -> None:
         if not args.runs:
             raise SystemExit("curves needs --runs NAME [NAME ...] (runs of stage run, or sweep/NAME)")
         curves(OUT, [n if "/" in n else f"run/{n}" for n in args.runs], args.svg)
+    elif args.stage == "shots":
+        if not args.runs:
+            raise SystemExit("shots needs --runs NAME [NAME ...] (finished runs of stage run, or sweep/NAME)")
+        by_shot([OUT / (n if "/" in n else f"run/{n}") for n in args.runs])
     else:
         if args.stage == "sweep" and not args.name:
             raise SystemExit("sweep needs --name")

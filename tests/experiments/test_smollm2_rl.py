@@ -125,3 +125,17 @@ def test_report_gives_the_first_and_last_ten_steps_and_dashes_for_a_run_without_
     # rewards 0.01..0.15: steps 1-10 mean 0.055, steps 6-15 mean 0.105; the median of 15 step times is the 8th
     assert "| 15 | 0.055 / 0.105 | 0.250 | 0.500 / 0.500 | 8 | 0 -> 0 of 1; 1 -> 1 of 1 |" in rows["a"]
     assert "| 0 | - / - | - | - / - | - |" in rows["none"]
+
+
+def test_by_shot_splits_pass_at_1_by_the_prompt_s_example_and_counts_copies_of_the_fixed_shot(tmp_path, capsys):
+    shot = "def f(xs: list[int]) -> int:\n    xs = [x for x in xs if x % 2 == 1]\n    return len(xs)"
+    run = tmp_path / "a"
+    write_samples(run / "eval_sft", [sample("s1", False), sample("s2", True), sample("x1", False), sample("x2", False)])
+    write_samples(run / "eval_rl", [sample("s1", True), sample("s2", True), sample("x1", False, shot + "\n"),
+                                    sample("x2", False, "def f(xs):\n    return 0")])
+    kinds = {"s1": "sibling", "s2": "sibling", "x1": "fixed", "x2": "fixed"}
+    got = smollm2_rl.by_shot([run], kinds=lambda _: kinds)
+    assert got[("new skeletons", "sibling")] == {"tasks": 2, "before": 1, "after": 2, "copies": 0}
+    assert got[("new skeletons", "fixed")] == {"tasks": 2, "before": 0, "after": 0, "copies": 1}
+    assert ("fresh", "fixed") not in got  # a run without the fresh evaluations
+    assert "| new skeletons | fixed | 2 | 0.000 | 0.000 | 1 of 2 |" in capsys.readouterr().out
