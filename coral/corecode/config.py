@@ -91,9 +91,9 @@ class CoReCodeConfig:
     sft_codes_per_task: int = 3
     sft_processes: int | None = None  # planner and coder SFT in parallel processes (None: one each, <= CPUs)
     rl: GRPOConfig = field(default_factory=_default_rl)  # the RL update of each trained role; rl.temperature samples
-    # RL steps. 150 keeps `make demo` within 15 minutes with the 3-code cold start (its RL step is slower than the
-    # 1-code one's: more failing codes to judge); with the 1-code cold start, 200 steps raised held-out sampled
-    # pass@1 in 6 of 6 runs over 3 seeds, 60 and 100 stayed within noise
+    # RL steps. 150 keeps `make demo` within 15 minutes with the 3-code cold start on the README's machine (12.8 min;
+    # 17.2 on a slower 2-core EPYC, where no cheaper setting gained on validation: docs/results/efficacy.md); with the
+    # 1-code cold start, 200 steps raised held-out sampled pass@1 in 6 of 6 runs over 3 seeds, 60 and 100 stayed within noise
     rl_steps: int = 150
     tasks_per_step: int = 16  # training tasks in each RL step's batch
     plans_per_task: int = 4  # plans the planner samples per task (its GRPO group)

@@ -46,9 +46,10 @@ class SFTConfig:
     seed: int = 0  # data-order seed
     # batches of similar length when > 1 (1: plain shuffled batches). Each epoch's shuffled examples are cut into windows of
     # length_window x batch_size, sorted by length inside a window, cut into batches, and the epoch's
-    # batches shuffled. 8 pads the demo's coder batches with 1/6 fewer tokens; its one cold start with
-    # 8 reached held-out pass@1 0.556, plain batches 0.798 (seed 0, 500 tasks), but a plain cold start
-    # in the earlier batch order reached 0.664: off by default until measured over more runs.
+    # batches shuffled. 8 pads the demo's coder batches with 14% fewer tokens; its cold starts with 8 started
+    # lower both times measured: held-out pass@1 0.556 against 0.798 (seed 0, 500 tasks; a plain cold start in
+    # the earlier batch order reached 0.664), and at 2 epochs 0.105 against 0.160 on validation
+    # (docs/results/efficacy.md, "The demo's time budget on a second CPU"): off by default.
     length_window: int = 1
     # forward under bfloat16 autocast: the forward runs under torch.autocast(bfloat16) (weights, optimiser state and
     # the loss stay float32). On a CPU with avx512_bf16 a tiny-model SFT step takes 9-24% less time.
