@@ -30,6 +30,7 @@ import os
 import re
 import resource
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -217,7 +218,8 @@ def shot_kinds(run: Path) -> dict[str, str]:
     return {t.id: t.metadata.get("shot", "-") for tasks in (test, fresh) for t in stated_tasks(cfg, tasks)}
 
 
-def by_shot(runs: list[Path], kinds: Any = shot_kinds) -> dict[tuple[str, str], dict[str, int]]:
+def by_shot(runs: list[Path],
+            kinds: Callable[[Path], dict[str, str]] = shot_kinds) -> dict[tuple[str, str], dict[str, int]]:
     """(held-out set, shot) -> tasks, passes before and after RL, and failing codes after RL that are the fixed shot's
     own code, pooled over `runs` (`kinds(run)`: task id -> shot)."""
     from coral.benchmarks.procedural_nl import PLAIN_SHOT
@@ -267,7 +269,7 @@ def report(root: Path) -> None:
                      f"({fc['mean']:+.3f}, {fc['se']:.3f}; {fc['up']} up, {fc['down']} down)")
         steps = logged_steps(run / "metrics.jsonl")
         windows = window_means(steps)
-        first, last = windows[0][1], windows[-1][1]  # steps 1-10 and the last 10 (both every step of a short run)
+        first, last = windows[0][1], windows[-1][1]  # steps 1-10 and the last 10 (one window: a run of <= 10 steps)
 
         def mean(means: dict[str, float], key: str) -> str:
             return f"{means[key]:.3f}" if key in means else "-"
