@@ -77,11 +77,12 @@ def cold_start_name(cfg: MARS2Config, cache: Path) -> str:
     return f"{where.name}:{weights_digest(where)}"  # raises for a finished one that saved no weights
 
 
-def weights_digest(where: Path) -> str:
-    """A digest of the agents' weights saved in `where` (agent0, agent1, ...: their safetensors files)."""
-    files = sorted(Path(where).glob("agent*/*.safetensors"))
+def weights_digest(where: Path, pattern: str = "agent*/*.safetensors") -> str:
+    """A digest of the weight files under `where` that match `pattern` (default: the agents agent0, agent1, ...
+    of a MARS2 cold start; a CoRe-Code run's kept cold start is `*.pt` in its sft/cold_start)."""
+    files = sorted(Path(where).glob(pattern))
     if not files:
-        raise FileNotFoundError(f"{where}: no agent*/*.safetensors to digest")
+        raise FileNotFoundError(f"{where}: no {pattern} to digest")
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.relative_to(where).as_posix().encode() + f.read_bytes())

@@ -126,7 +126,9 @@ def _kept_corecode_cold_start(run: Path, sandbox: Any) -> tuple[str, Any, dict[s
     policies = build_policies(ccfg, build_tasks(ccfg.splits)[0], sandbox)
     for role, policy in policies.items():
         load_weights(policy, torch.load(run / COLD_START_DIR / f"{role}.pt", weights_only=True))
-    return str(run / COLD_START_DIR), ccfg, policies
+    from experiments.mars2_compare import weights_digest
+
+    return f"{run / COLD_START_DIR}:{weights_digest(run / COLD_START_DIR, '*.pt')}", ccfg, policies
 
 
 def measure(cfg: TestbedConfig) -> dict[str, Any]:
@@ -171,12 +173,12 @@ def _mars2(cfg: TestbedConfig, val: list[Any], sandbox: Any, figures: dict[str, 
     from coral.benchmarks.splits import build_tasks
     from coral.config import from_mapping
     from coral.mars2.recipe import MARS2Config, make_tree_agents
-    from experiments.mars2_compare import _load, cached_cold_start, cold_start_name
+    from experiments.mars2_compare import _load, cached_cold_start, cold_start_name, weights_digest
 
     t0 = time.perf_counter()
     mcfg = from_mapping(MARS2Config, {**(cfg.mars2 or {}), "seed": cfg.seed}, "--set mars2")
     if cfg.cold_dir:
-        name = cfg.cold_dir
+        name = f"{cfg.cold_dir}:{weights_digest(Path(cfg.cold_dir))}"  # the row names the weights it measured
         policies = _load(Path(cfg.cold_dir), mcfg.agents)
     else:
         policies = cached_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache), progress=True)

@@ -113,3 +113,16 @@ def test_agents_read_back_from_the_cache_sample_in_batches_of_agent_batch_size(c
     made = compare.cached_cold_start(cfg, [], None, tmp_path)
     assert made[0].batch_size != AGENT_BATCH_SIZE  # saved with another batch size
     assert [p.batch_size for p in compare.cached_cold_start(cfg, [], None, tmp_path)] == [AGENT_BATCH_SIZE] * cfg.agents
+
+
+def test_weights_digest_reads_the_files_of_its_pattern_and_changes_with_their_bytes(compare, tmp_path):
+    """The testbed names a given cold start (cold_dir, a CoRe-Code run's sft/cold_start) by folder and this digest."""
+    (tmp_path / "agent0").mkdir()
+    (tmp_path / "agent0" / "model.safetensors").write_bytes(b"a")
+    (tmp_path / "coder.pt").write_bytes(b"c")
+    agents, kept = compare.weights_digest(tmp_path), compare.weights_digest(tmp_path, "*.pt")
+    assert agents != kept
+    (tmp_path / "coder.pt").write_bytes(b"d")
+    assert compare.weights_digest(tmp_path, "*.pt") != kept and compare.weights_digest(tmp_path) == agents
+    with pytest.raises(FileNotFoundError, match="no planner.pt to digest"):
+        compare.weights_digest(tmp_path, "planner.pt")
