@@ -121,13 +121,12 @@ def _kept_corecode_cold_start(run: Path, sandbox: Any) -> tuple[str, Any, dict[s
     from coral.corecode.fork import COLD_START_DIR
     from coral.corecode.setup import build_policies
     from coral.train.checkpoints import load_weights
+    from experiments.mars2_compare import weights_digest
 
     ccfg = from_mapping(CoReCodeConfig, json.loads((run / "config.json").read_text()), str(run / "config.json"))
     policies = build_policies(ccfg, build_tasks(ccfg.splits)[0], sandbox)
     for role, policy in policies.items():
         load_weights(policy, torch.load(run / COLD_START_DIR / f"{role}.pt", weights_only=True))
-    from experiments.mars2_compare import weights_digest
-
     return f"{run / COLD_START_DIR}:{weights_digest(run / COLD_START_DIR, '*.pt')}", ccfg, policies
 
 
