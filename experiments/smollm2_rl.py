@@ -222,13 +222,13 @@ def by_shot(runs: list[Path],
             kinds: Callable[[Path], dict[str, str]] = shot_kinds) -> dict[tuple[str, str], dict[str, int]]:
     """(held-out set, shot) -> tasks, passes before and after RL, and failing codes after RL that are the fixed shot's
     own code, pooled over `runs` (`kinds(run)`: task id -> shot)."""
-    from coral.benchmarks.procedural_nl import PLAIN_SHOT
+    from coral.benchmarks.procedural_nl import SHOT_CODE
     from coral.benchmarks.records import read_records
 
     def lines(code: str) -> list[str]:
         return [line.rstrip() for line in code.strip().splitlines()]
 
-    shot_code = lines(PLAIN_SHOT.split("Solution:\n")[1].split("\n\n")[0])
+    shot_code = lines(SHOT_CODE)
     out: dict[tuple[str, str], dict[str, int]] = {}
     for run in runs:
         shot = kinds(run)

@@ -60,19 +60,19 @@ PLAIN = {
     "take_s": "keep only the first {k} characters",
     "last_s": "keep only the last {k} characters",
 }
-# one solved problem of the train split (list, keep_odd, count), shown before the task in style steps-shot
+# one solved problem of the train split (list, keep_odd, count): its gold code, shown with the problem before the
+# task in styles steps-shot (SHOT) and plain-shot (PLAIN_SHOT, also sibling-shot's shot for a task without a sibling)
+SHOT_CODE = "def f(xs: list[int]) -> int:\n    xs = [x for x in xs if x % 2 == 1]\n    return len(xs)"
 SHOT = ("Solved example:\n"
         "Write a Python function `f(xs: list[int]) -> int` that does the following to xs, in order:\n"
         "1. Keep only the odd numbers.\n2. Return how many numbers there are.\n"
         "Examples: f([1, 2, 3]) == 2, f([]) == 0\n"
-        "Solution:\n"
-        "def f(xs: list[int]) -> int:\n    xs = [x for x in xs if x % 2 == 1]\n    return len(xs)\n\n"
+        f"Solution:\n{SHOT_CODE}\n\n"
         "Now the problem to solve:\n")
 PLAIN_SHOT = ("Solved example:\n"
               "Write a Python function `f(xs: list[int]) -> int`. Given a list of integers xs, keep the odd numbers, "
               "then return how many numbers there are.\nFor example, f([1, 2, 3]) returns 2.\n"
-              "Solution:\n"
-              "def f(xs: list[int]) -> int:\n    xs = [x for x in xs if x % 2 == 1]\n    return len(xs)\n\n"
+              f"Solution:\n{SHOT_CODE}\n\n"
               "Now the problem to solve:\n")
 
 
