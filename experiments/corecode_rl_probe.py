@@ -11,7 +11,11 @@ only, and the "train" evaluation on those same N (0: the usual stream and the fi
 --eval-every-steps N: also held-out greedy pass@1 every N steps. "fresh" is pass@1 on the config's
 n_fresh_tasks held-out tasks of the training skeletons. The SFT weights are cached in
 runs/probe_sft_e<epochs>_b<batch>_lr<lr>_s<seed>[_rl<fraction>][_d<d_model>_l<layers>] so that settings
-share one cold start.
+share one cold start. --from RUN probes the cold start a `coral demo` / train run kept in RUN/sft/cold_start
+instead: the config is RUN's config.json with --set on top, which may change RL settings only (as
+cold_start_from), and the evaluations go to runs/probe_from_<RUN's name> unless --set names an out_dir:
+
+    python -m experiments.corecode_rl_probe --from runs/demo --rl-steps 40 --fixed-tasks 16
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from coral.benchmarks.splits import build_tasks, fresh_tasks, rl_tasks
 from coral.config import from_mapping
 from coral.corecode.evaluate import evaluate_pass1, fmt_change, paired_change_between
+from coral.corecode.fork import fork_cold_start
 from coral.corecode.recipe import CoReCodeConfig, rl_step
 from coral.corecode.setup import (
     build_policies,
@@ -38,6 +44,7 @@ from coral.policy.hf import HFPolicy
 from coral.report.error_bars import rate_se
 from coral.sandbox import Sandbox
 from coral.train.loop import next_batch
+from coral.trajectory import Task
 
 
 def main() -> None:
@@ -47,29 +54,24 @@ def main() -> None:
     ap.add_argument("--sampled-per-task", type=int, default=0)
     ap.add_argument("--eval-every-steps", type=int, default=0)
     ap.add_argument("--set", default="{}", help="JSON of CoReCodeConfig fields")
+    ap.add_argument("--from", dest="source", default=None,
+                    help="a run's out_dir: probe the cold start it kept (RL settings from --set only)")
     args = ap.parse_args()
     kw = json.loads(args.set)
     steps, fixed, sampled, eval_every = args.rl_steps, args.fixed_tasks, args.sampled_per_task, args.eval_every_steps
+    if args.source:
+        kw = source_config(Path(args.source), kw)
     cfg = from_mapping(CoReCodeConfig, kw, "--set")
     train, test = build_tasks(cfg.splits)
     pool = train[:fixed] if fixed else rl_tasks(cfg.splits, train)
     train_eval = train[:fixed] if fixed else train[:200]
     fresh = fresh_tasks(cfg.splits, train, pool)  # cfg.n_fresh_tasks held-out tasks of the training skeletons
-    held = f"_rl{cfg.rl_skeleton_fraction}" if cfg.rl_skeleton_fraction else ""  # SFT without the RL skeletons
-    shape = "" if (cfg.d_model, cfg.n_layers) == (128, 4) else f"_d{cfg.d_model}_l{cfg.n_layers}"  # non-default model
-    cache = Path(f"runs/probe_sft_e{cfg.sft.epochs}_b{cfg.sft.batch_size}_lr{cfg.sft.lr}_s{cfg.seed}{held}{shape}")
+    cache = sft_cache(cfg)
     if "out_dir" not in kw:  # evaluations and the SFT checkpoints (resumable, removed once cached) per cold start
         cfg = replace(cfg, out_dir=f"{cache}_probe")
     t0 = time.time()
     with Sandbox() as sb:
-        if cache.exists():
-            pols = {r: HFPolicy.load(cache / r) for r in ("planner", "coder")}
-        else:
-            pols = build_policies(cfg, train)
-            sft_corecode(cfg, pols, train, progress=False)
-            for role, policy in pols.items():
-                policy.save(cache / role)
-            shutil.rmtree(sft_checkpoint_dir(cfg))
+        pols = cold_start(cfg, train, cache)
         for p in pols.values():
             p.batch_size = 128  # as build_policies sets it for the demo
         def evaluate(when: str) -> str:
@@ -104,6 +106,45 @@ def main() -> None:
                 print(f"step {step}: held-out {rate:.3f}{evaluate_fresh(f'step{step}')}", flush=True)
         print(f"after:  {evaluate('after')}", flush=True)
         print(f"held-out greedy, before -> after: {fmt_change(paired_change_between(cfg.out_dir, 'before', 'after'))}")
+
+
+def sft_cache(cfg: CoReCodeConfig) -> Path:
+    """Where the probe keeps the SFT weights of `cfg`'s cold start."""
+    held = f"_rl{cfg.rl_skeleton_fraction}" if cfg.rl_skeleton_fraction else ""  # SFT without the RL skeletons
+    shape = "" if (cfg.d_model, cfg.n_layers) == (128, 4) else f"_d{cfg.d_model}_l{cfg.n_layers}"  # non-default model
+    return Path(f"runs/probe_sft_e{cfg.sft.epochs}_b{cfg.sft.batch_size}_lr{cfg.sft.lr}_s{cfg.seed}{held}{shape}")
+
+
+def cold_start(cfg: CoReCodeConfig, train: list[Task], cache: Path) -> dict[str, HFPolicy]:
+    """The planner and coder after SFT: the run's in cfg.cold_start_from, else the cached ones, else trained
+    now and cached."""
+    if cfg.cold_start_from:
+        pols = build_policies(cfg, train)
+        fork_cold_start(cfg, Path(cfg.out_dir), pols, sft_dirs=())
+        return pols
+    if cache.exists():
+        return {r: HFPolicy.load(cache / r) for r in ("planner", "coder")}
+    pols = build_policies(cfg, train)
+    sft_corecode(cfg, pols, train, progress=False)
+    for role, policy in pols.items():
+        policy.save(cache / role)
+    shutil.rmtree(sft_checkpoint_dir(cfg))
+    return pols
+
+
+def source_config(source: Path, changes: dict[str, Any]) -> dict[str, Any]:
+    """The config of the run in `source` with `changes` on top (a nested mapping merged one level deep), set to
+    load that run's cold start; its evaluations go to runs/probe_from_<name> unless `changes` names an out_dir."""
+    path = source / "config.json"
+    if not path.is_file():
+        raise SystemExit(f"--from: {path} does not exist (give the out_dir of a coral demo or train run)")
+    kw = json.loads(path.read_text())
+    for key, value in changes.items():
+        kw[key] = {**kw[key], **value} if isinstance(value, dict) and isinstance(kw.get(key), dict) else value
+    kw["cold_start_from"] = str(source)
+    if "out_dir" not in changes:
+        kw["out_dir"] = f"runs/probe_from_{source.resolve().name}"
+    return kw
 
 
 if __name__ == "__main__":
