@@ -67,6 +67,22 @@ def test_a_shared_prompt_prefix_computed_once_gives_the_same_logprobs_and_gradie
         torch.testing.assert_close(shared[2][name], grad, atol=1e-5, rtol=1e-4, msg=name)
 
 
+def test_float32_logprobs_and_gradients_agree_with_a_float64_copy(tiny):
+    # the RL update's inputs on this machine's float32 kernels (no reduced-precision path): a float64 copy of
+    # the same weights is the reference. Measured on the 2-core EPYC: relative gradient error about 2e-6
+    import copy
+
+    prefix = list(range(20, 40))
+    prompts, completions = [prefix + [50, 51], prefix + [52, 53]], [[60, 61, 62], [63, 64]]
+    wide = copy.deepcopy(tiny)
+    wide.model.double()
+    wide.dtype = torch.float64
+    narrow, exact = _logprobs_and_grads(tiny, prompts, completions), _logprobs_and_grads(wide, prompts, completions)
+    torch.testing.assert_close(narrow[0].double(), exact[0].double(), atol=1e-5, rtol=0)
+    error = sum((narrow[2][k].double() - g).norm() ** 2 for k, g in exact[2].items()) ** 0.5
+    assert error / sum(g.norm() ** 2 for g in exact[2].values()) ** 0.5 < 1e-4
+
+
 def test_the_shared_prefix_leaves_every_row_a_prompt_token_and_skips_short_ones(tiny):
     long = list(range(20, 40))
     assert tiny._shared_prefix([long, long + [7]]) == 19  # row 0's last prompt token predicts its completion
