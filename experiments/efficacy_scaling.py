@@ -169,9 +169,9 @@ def _cold_start(cfg: ScalingConfig, seed: int, sandbox: Any) -> tuple[str, list[
 
 def _folder_cold_start(where: Path) -> tuple[str, list[Any]]:
     """The agents saved in `where` (agent0, agent1) and their name: the folder and a digest of their weights."""
-    from experiments.mars2_compare import _load, weights_digest
+    from experiments.mars2_compare import _load, weights_name
 
-    return f"{where}:{weights_digest(where)}", _load(where, len(list(where.glob("agent*"))))
+    return weights_name(where), _load(where, len(list(where.glob("agent*"))))
 
 
 def cold_start_summary(overrides: Mapping[str, Any], shared_seed: int | None, cold_dir: str | None = None) -> str:

@@ -74,7 +74,13 @@ def cold_start_name(cfg: MARS2Config, cache: Path) -> str:
     where = Path(cache) / cold_start_key(cfg)
     if not (where / "done").exists():
         raise FileNotFoundError(f"{where}: no finished cold start to name (run cached_cold_start first)")
-    return f"{where.name}:{weights_digest(where)}"  # raises for a finished one that saved no weights
+    return weights_name(where, label=where.name)  # raises for a finished one that saved no weights
+
+
+def weights_name(where: Path, pattern: str = "agent*/*.safetensors", label: str | None = None) -> str:
+    """`label` (default: the folder `where`) and the digest of its weight files, as `label:digest`: how a result
+    names the cold start it measured."""
+    return f"{where if label is None else label}:{weights_digest(where, pattern)}"
 
 
 def weights_digest(where: Path, pattern: str = "agent*/*.safetensors") -> str:

@@ -121,13 +121,13 @@ def _kept_corecode_cold_start(run: Path, sandbox: Any) -> tuple[str, Any, dict[s
     from coral.corecode.fork import COLD_START_DIR
     from coral.corecode.setup import build_policies
     from coral.train.checkpoints import load_weights
-    from experiments.mars2_compare import weights_digest
+    from experiments.mars2_compare import weights_name
 
     ccfg = from_mapping(CoReCodeConfig, json.loads((run / "config.json").read_text()), str(run / "config.json"))
     policies = build_policies(ccfg, build_tasks(ccfg.splits)[0], sandbox)
     for role, policy in policies.items():
         load_weights(policy, torch.load(run / COLD_START_DIR / f"{role}.pt", weights_only=True))
-    return f"{run / COLD_START_DIR}:{weights_digest(run / COLD_START_DIR, '*.pt')}", ccfg, policies
+    return weights_name(run / COLD_START_DIR, "*.pt"), ccfg, policies
 
 
 def measure(cfg: TestbedConfig) -> dict[str, Any]:
@@ -172,12 +172,12 @@ def _mars2(cfg: TestbedConfig, val: list[Any], sandbox: Any, figures: dict[str, 
     from coral.benchmarks.splits import build_tasks
     from coral.config import from_mapping
     from coral.mars2.recipe import MARS2Config, make_tree_agents
-    from experiments.mars2_compare import _load, cached_cold_start, cold_start_name, weights_digest
+    from experiments.mars2_compare import _load, cached_cold_start, cold_start_name, weights_name
 
     t0 = time.perf_counter()
     mcfg = from_mapping(MARS2Config, {**(cfg.mars2 or {}), "seed": cfg.seed}, "--set mars2")
     if cfg.cold_dir:
-        name = f"{cfg.cold_dir}:{weights_digest(Path(cfg.cold_dir))}"  # the row names the weights it measured
+        name = weights_name(Path(cfg.cold_dir))  # the row names the weights it measured
         policies = _load(Path(cfg.cold_dir), mcfg.agents)
     else:
         policies = cached_cold_start(mcfg, build_tasks(mcfg.splits)[0], sandbox, Path(cfg.cold_cache), progress=True)

@@ -126,3 +126,5 @@ def test_weights_digest_reads_the_files_of_its_pattern_and_changes_with_their_by
     assert compare.weights_digest(tmp_path, "*.pt") != kept and compare.weights_digest(tmp_path) == agents
     with pytest.raises(FileNotFoundError, match="no planner.pt to digest"):
         compare.weights_digest(tmp_path, "planner.pt")
+    assert compare.weights_name(tmp_path) == f"{tmp_path}:{agents}"
+    assert compare.weights_name(tmp_path, "*.pt", label="run") == f"run:{compare.weights_digest(tmp_path, '*.pt')}"
