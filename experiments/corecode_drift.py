@@ -1,0 +1,99 @@
+"""How far a finished CoRe-Code run's RL moved each role from its cold start: KL(final || cold start) per role,
+the k3 estimate's token mean on the final policies' own samples (as `rl.log_kl` logs it during a run), from the
+chain sampled on the training stream's next `--steps` batches (the tasks the run would have seen next).
+
+    python -m experiments.corecode_drift runs/demo
+    python -m experiments.corecode_drift runs/demo --save-cold-start runs/demo_cold   # then corecode_failures on it
+
+RUN is a `coral demo` / train run's out_dir: its config.json, final/ (planner, coder) and the cold start it
+kept in sft/cold_start. --save-cold-start DIR also writes that cold start as DIR/planner and DIR/coder (the
+layout experiments/corecode_failures.py reads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from coral.benchmarks.splits import build_tasks, rl_tasks
+from coral.config import from_mapping
+from coral.corecode.fork import fork_cold_start
+from coral.corecode.recipe import CoReCodeConfig
+from coral.corecode.setup import build_policies, make_agents
+from coral.policy.hf import HFPolicy
+from coral.sandbox import Sandbox
+from coral.train.grpo import unique_turns
+from coral.train.loop import next_batch
+from coral.train.losses import kl_k3
+from coral.trajectory import Turn
+from coral.workflows.chain import run_chain
+
+ROLES = ("planner", "coder")
+MICRO = 32  # turns per forward
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path, help="a coral demo / train run's out_dir")
+    ap.add_argument("--steps", type=int, default=5, help="stream batches after the run's last step to sample")
+    ap.add_argument("--save-cold-start", type=Path, default=None, help="also write the cold start here")
+    args = ap.parse_args(argv)
+    if args.steps < 1:
+        raise SystemExit(f"--steps must be >= 1, got {args.steps}")
+    kl, tokens = drift(args.run, args.steps, args.save_cold_start)
+    print(" ".join(f"KL {role} {kl[role]:.4f} ({tokens[role]} tokens)" for role in ROLES) +
+          f"; mean of the roles {sum(kl.values()) / len(kl):.4f}")
+
+
+def drift(run: Path, steps: int, save_cold_start: Path | None = None) -> tuple[dict[str, float], dict[str, int]]:
+    """Per role: KL(final || cold start) token mean, and the tokens it is over."""
+    for need in ("config.json", "final"):
+        if not (run / need).exists():
+            raise SystemExit(f"{run / need} does not exist (give the out_dir of a finished coral demo / train run)")
+    kw = json.loads((run / "config.json").read_text())
+    cfg = from_mapping(CoReCodeConfig, {**kw, "cold_start_from": str(run)}, f"{run / 'config.json'}")
+    if set(cfg.chain_roles) != set(ROLES):
+        raise SystemExit(f"{run}: a chain of {list(cfg.chain_roles)}; this measures planner -> coder runs")
+    train, _ = build_tasks(cfg.splits)
+    cold = build_policies(cfg, train)
+    fork_cold_start(cfg, run / "drift", cold, sft_dirs=())  # checks the run kept a finished cold start
+    if save_cold_start is not None:
+        for role in ROLES:
+            cold[role].save(save_cold_start / role)
+    final = {role: HFPolicy.load(run / "final" / role, batch_size=128) for role in ROLES}
+    pool, agents = rl_tasks(cfg.splits, train), make_agents(cfg, final)
+    sums = {role: 0.0 for role in ROLES}
+    tokens = {role: 0 for role in ROLES}
+    with Sandbox() as sandbox:
+        for step in range(cfg.rl_steps + 1, cfg.rl_steps + steps + 1):
+            batch = next_batch(pool, (step - 1) * cfg.tasks_per_step, cfg.tasks_per_step, cfg.seed)
+            trajs = run_chain(batch, agents["coder"], sandbox, cfg.chain_config(), planner=agents["planner"], step=step)
+            turns = unique_turns([tr.turns for tr in trajs])
+            for role in ROLES:
+                total, n = summed_kl(final[role], cold[role], [t for t in turns if t.role == role], cfg.rl.temperature)
+                sums[role] += total
+                tokens[role] += n
+    return {role: sums[role] / max(tokens[role], 1) for role in ROLES}, tokens
+
+
+def summed_kl(policy: HFPolicy, reference: HFPolicy, turns: Sequence[Turn], temperature: float) -> tuple[float, int]:
+    """Sum over the turns' completion tokens of k3(policy, reference) at the sampling temperature, and the token
+    count."""
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for lo in range(0, len(turns), MICRO):
+            micro = turns[lo:lo + MICRO]
+            prompts, completions = [t.prompt_ids for t in micro], [t.completion_ids for t in micro]
+            mine, mask = policy.forward(prompts, completions, temperature=temperature)
+            ref, _ = reference.forward(prompts, completions, temperature=temperature)
+            total += float(kl_k3(mine, ref)[mask].sum())
+            n += int(mask.sum())
+    return total, n
+
+
+if __name__ == "__main__":
+    main()
