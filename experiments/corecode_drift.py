@@ -60,7 +60,9 @@ def drift(run: Path, steps: int, save_cold_start: Path | None = None) -> tuple[d
         raise SystemExit(f"{run}: a chain of {list(cfg.chain_roles)}; this measures planner -> coder runs")
     train, _ = build_tasks(cfg.splits)
     cold = build_policies(cfg, train)
-    fork_cold_start(cfg, run / "drift", cold, sft_dirs=())  # checks the run kept a finished cold start
+    # loads the kept cold start after checking it is this config's; `out` (a folder it would copy the run's
+    # evaluations after SFT into, none here) must differ from the run's own out_dir
+    fork_cold_start(cfg, run / "drift", cold, sft_dirs=())
     if save_cold_start is not None:
         for role in ROLES:
             cold[role].save(save_cold_start / role)
