@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from coral.config import UserInputError
 from coral.corecode.recipe import CoReCodeConfig, train_corecode
 from coral.train.sft import SFTConfig
 
@@ -24,14 +25,16 @@ def source(tmp_path_factory):
 
 
 def _completions(folder):
-    return [[t["text"] for t in json.loads(line)["turns"]] for line in (folder / "samples.jsonl").read_text().splitlines()]
+    lines = (folder / "samples.jsonl").read_text().splitlines()
+    return [[turn["text"] for turn in json.loads(line)["turns"]] for line in lines]
 
 
 def test_the_probe_evaluates_the_runs_own_cold_start(load_experiment, source, tmp_path, monkeypatch, capsys):
     probe = load_experiment("corecode_rl_probe")
     out = tmp_path / "probe"
-    monkeypatch.setattr(sys, "argv", ["corecode_rl_probe.py", "--from", str(source), "--rl-steps", "1", "--fixed-tasks",
-                                      "2", "--sampled-per-task", "4", "--set", json.dumps({"out_dir": str(out), "rl": {"lr": 1e-3}})])
+    changes = json.dumps({"out_dir": str(out), "rl": {"lr": 1e-3}})
+    monkeypatch.setattr(sys, "argv", ["corecode_rl_probe.py", "--from", str(source), "--rl-steps", "1",
+                                      "--fixed-tasks", "2", "--sampled-per-task", "4", "--set", changes])
     probe.main()
     said = capsys.readouterr().out
     assert "before: held-out" in said and "step 1:" in said and "after:" in said
@@ -56,5 +59,5 @@ def test_a_run_without_a_config_and_a_changed_cold_start_are_refused(load_experi
         probe.source_config(tmp_path, {})
     monkeypatch.setattr(sys, "argv", ["corecode_rl_probe.py", "--from", str(source), "--set",
                                       json.dumps({"out_dir": str(tmp_path / "p"), "sft": {"epochs": 1.0}})])
-    with pytest.raises(Exception, match="sft.epochs"):
+    with pytest.raises(UserInputError, match="sft.epochs"):
         probe.main()
