@@ -1,5 +1,6 @@
 """How far a finished CoRe-Code run's RL moved each role from its cold start: KL(final || cold start) per role,
-the k3 estimate's token mean on the final policies' own samples (as `rl.log_kl` logs it during a run), from the
+the k3 estimate's token mean on the final policies' own samples (grpo.sampler_kl_sum, which `rl.log_kl` logs
+during a run), from the
 chain sampled on the training stream's next `--steps` batches (the tasks the run would have seen next).
 
     python -m experiments.corecode_drift runs/demo
@@ -14,10 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
 from pathlib import Path
-
-import torch
 
 from coral.benchmarks.splits import build_tasks, rl_tasks
 from coral.config import from_mapping
@@ -26,14 +24,11 @@ from coral.corecode.recipe import CoReCodeConfig
 from coral.corecode.setup import build_policies, make_agents
 from coral.policy.hf import HFPolicy
 from coral.sandbox import Sandbox
-from coral.train.grpo import unique_turns
+from coral.train.grpo import sampler_kl_sum, unique_turns
 from coral.train.loop import next_batch
-from coral.train.losses import kl_k3
-from coral.trajectory import Turn
 from coral.workflows.chain import run_chain
 
 ROLES = ("planner", "coder")
-MICRO = 32  # turns per forward
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,25 +71,11 @@ def drift(run: Path, steps: int, save_cold_start: Path | None = None) -> tuple[d
             trajs = run_chain(batch, agents["coder"], sandbox, cfg.chain_config(), planner=agents["planner"], step=step)
             turns = unique_turns([tr.turns for tr in trajs])
             for role in ROLES:
-                total, n = summed_kl(final[role], cold[role], [t for t in turns if t.role == role], cfg.rl.temperature)
+                mine = [t for t in turns if t.role == role]
+                total, n = sampler_kl_sum(mine, cold[role], cfg.rl.temperature, cfg.rl.micro_batch_size)
                 sums[role] += total
                 tokens[role] += n
     return {role: sums[role] / max(tokens[role], 1) for role in ROLES}, tokens
-
-
-def summed_kl(policy: HFPolicy, reference: HFPolicy, turns: Sequence[Turn], temperature: float) -> tuple[float, int]:
-    """Sum over the turns' completion tokens of k3(policy, reference) at the sampling temperature, and the token
-    count."""
-    total, n = 0.0, 0
-    with torch.no_grad():
-        for lo in range(0, len(turns), MICRO):
-            micro = turns[lo:lo + MICRO]
-            prompts, completions = [t.prompt_ids for t in micro], [t.completion_ids for t in micro]
-            mine, mask = policy.forward(prompts, completions, temperature=temperature)
-            ref, _ = reference.forward(prompts, completions, temperature=temperature)
-            total += float(kl_k3(mine, ref)[mask].sum())
-            n += int(mask.sum())
-    return total, n
 
 
 if __name__ == "__main__":

@@ -255,18 +255,9 @@ class AgentLearner:
         return out
 
     def _sampler_kl(self, turns: Sequence[Turn]) -> float:
-        """Token mean of k3(sampled logprobs, reference logprobs) over `turns`: an estimate of
-        KL(sampler || reference) from the sampler's own samples (no gradient)."""
-        total, tokens = 0.0, 0
+        """Token mean of k3(sampled logprobs, reference logprobs) over `turns` (sampler_kl_sum)."""
         assert self.reference is not None, "__post_init__ makes one wherever a KL is asked for"
-        with torch.no_grad():
-            for lo in range(0, len(turns), self.cfg.micro_batch_size):
-                micro = turns[lo:lo + self.cfg.micro_batch_size]
-                ref, mask = self.reference.forward([t.prompt_ids for t in micro], [t.completion_ids for t in micro],
-                                                   temperature=self.cfg.temperature)
-                sampled = _padded([t.logprobs for t in micro], ref)
-                total += float(kl_k3(sampled, ref)[mask].sum())
-                tokens += int(mask.sum())
+        total, tokens = sampler_kl_sum(turns, self.reference, self.cfg.temperature, self.cfg.micro_batch_size)
         return total / tokens if tokens else 0.0
 
     def _micro_loss(self, micro: Sequence[Turn], trainer_old: Sequence[list[float]] | None = None,
@@ -342,6 +333,23 @@ def _sampled_entropy(turns: Sequence[Turn]) -> float:
     entropy of the sampling distribution (at its temperature), free of any extra forward pass."""
     tokens = sum(len(t.logprobs) for t in turns)
     return -sum(sum(t.logprobs) for t in turns) / tokens if tokens else 0.0
+
+
+def sampler_kl_sum(turns: Sequence[Turn], reference: TrainablePolicy, temperature: float,
+                   micro_batch_size: int) -> tuple[float, int]:
+    """Sum over the turns' completion tokens of k3(sampled logprobs, reference logprobs), the sampled ones being
+    the log-probs the turns carry from their sampler, and the token count: their ratio estimates KL(sampler ||
+    reference) from the sampler's own samples (no gradient)."""
+    total, tokens = 0.0, 0
+    with torch.no_grad():
+        for lo in range(0, len(turns), micro_batch_size):
+            micro = turns[lo:lo + micro_batch_size]
+            ref, mask = reference.forward([t.prompt_ids for t in micro], [t.completion_ids for t in micro],
+                                          temperature=temperature)
+            sampled = _padded([t.logprobs for t in micro], ref)
+            total += float(kl_k3(sampled, ref)[mask].sum())
+            tokens += int(mask.sum())
+    return total, tokens
 
 
 def _padded(rows: Sequence[Sequence[float]], like: torch.Tensor) -> torch.Tensor:
