@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from coral.benchmarks.splits import build_tasks, fresh_tasks, rl_tasks
-from coral.config import from_mapping
+from coral.config import from_mapping, merge
 from coral.corecode.evaluate import evaluate_pass1, fmt_change, paired_change_between
 from coral.corecode.fork import fork_cold_start
 from coral.corecode.recipe import CoReCodeConfig, rl_step
@@ -133,14 +133,12 @@ def cold_start(cfg: CoReCodeConfig, train: list[Task], cache: Path) -> dict[str,
 
 
 def source_config(source: Path, changes: dict[str, Any]) -> dict[str, Any]:
-    """The config of the run in `source` with `changes` on top (a nested mapping merged one level deep), set to
-    load that run's cold start; its evaluations go to runs/probe_from_<name> unless `changes` names an out_dir."""
+    """The config of the run in `source` with `changes` on top (nested mappings merged key by key), set to load
+    that run's cold start; its evaluations go to runs/probe_from_<name> unless `changes` names an out_dir."""
     path = source / "config.json"
     if not path.is_file():
         raise SystemExit(f"--from: {path} does not exist (give the out_dir of a coral demo or train run)")
-    kw = json.loads(path.read_text())
-    for key, value in changes.items():
-        kw[key] = {**kw[key], **value} if isinstance(value, dict) and isinstance(kw.get(key), dict) else value
+    kw = merge(json.loads(path.read_text()), changes)
     kw["cold_start_from"] = str(source)
     if "out_dir" not in changes:
         kw["out_dir"] = f"runs/probe_from_{source.resolve().name}"
