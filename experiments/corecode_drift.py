@@ -19,7 +19,7 @@ from pathlib import Path
 
 from coral.benchmarks.splits import build_tasks, rl_tasks
 from coral.config import from_mapping
-from coral.corecode.fork import fork_cold_start
+from coral.corecode.fork import load_kept_cold_start
 from coral.corecode.recipe import CoReCodeConfig
 from coral.corecode.setup import build_policies, make_agents
 from coral.policy.hf import HFPolicy
@@ -50,14 +50,12 @@ def drift(run: Path, steps: int, save_cold_start: Path | None = None) -> tuple[d
         if not (run / need).exists():
             raise SystemExit(f"{run / need} does not exist (give the out_dir of a finished coral demo / train run)")
     kw = json.loads((run / "config.json").read_text())
-    cfg = from_mapping(CoReCodeConfig, {**kw, "cold_start_from": str(run)}, f"{run / 'config.json'}")
+    cfg = from_mapping(CoReCodeConfig, kw, f"{run / 'config.json'}")
     if set(cfg.chain_roles) != set(ROLES):
         raise SystemExit(f"{run}: a chain of {list(cfg.chain_roles)}; this measures planner -> coder runs")
     train, _ = build_tasks(cfg.splits)
     cold = build_policies(cfg, train)
-    # loads the kept cold start after checking it is this config's; `out` (a folder it would copy the run's
-    # evaluations after SFT into, none here) must differ from the run's own out_dir
-    fork_cold_start(cfg, run / "drift", cold, sft_dirs=())
+    load_kept_cold_start(run, cold)
     if save_cold_start is not None:
         for role in ROLES:
             cold[role].save(save_cold_start / role)

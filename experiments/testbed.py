@@ -112,21 +112,17 @@ def corecode_cold_start(ccfg: Any, train: list[Any], sandbox: Any, cache: Path) 
 
 def _kept_corecode_cold_start(run: Path, sandbox: Any) -> tuple[str, Any, dict[str, Any]]:
     """(name, config, planner and coder) of the cold start a CoRe-Code run kept (its config.json and
-    sft/cold_start/<role>.pt: the policies are built as that run built them, then loaded)."""
-    import torch
-
+    sft/cold_start: the policies are built as that run built them, then loaded)."""
     from coral.benchmarks.splits import build_tasks
     from coral.config import from_mapping
     from coral.corecode.config import CoReCodeConfig
-    from coral.corecode.fork import COLD_START_DIR
+    from coral.corecode.fork import COLD_START_DIR, load_kept_cold_start
     from coral.corecode.setup import build_policies
-    from coral.train.checkpoints import load_weights
     from experiments.mars2_compare import weights_name
 
     ccfg = from_mapping(CoReCodeConfig, json.loads((run / "config.json").read_text()), str(run / "config.json"))
     policies = build_policies(ccfg, build_tasks(ccfg.splits)[0], sandbox)
-    for role, policy in policies.items():
-        load_weights(policy, torch.load(run / COLD_START_DIR / f"{role}.pt", weights_only=True))
+    load_kept_cold_start(run, policies)
     return weights_name(run / COLD_START_DIR, "*.pt"), ccfg, policies
 
 

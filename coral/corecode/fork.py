@@ -7,6 +7,8 @@ format, so LoRA adapters too) and `state.json` (SFT losses and time, the evaluat
 `cold_start_from` loads those, copies the source's evaluation folders after SFT into its own out_dir (its
 paired changes read them), and checks first that the two configs differ only in RL settings: the source's
 cold start is then exactly the one this run would have trained (same seed, tasks, tokenizer, models, SFT).
+`load_kept_cold_start` loads a run's kept cold start without that check, for tools that measure the
+run itself (experiments/testbed.py, experiments/corecode_drift.py).
 
 This module does NOT train or evaluate (coral/corecode/recipe.py).
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,31 +59,50 @@ def save_cold_start(out: Path, policies: dict[str, HFPolicy], state: dict[str, A
     tmp.rename(final)
 
 
+def load_kept_cold_start(run: Path, policies: dict[str, HFPolicy]) -> dict[str, Any]:
+    """Load the cold start the run in `run` kept (`run/sft/cold_start`) into `policies` (in place); returns its
+    state after SFT. Refuses, naming the file, a run that has not finished its cold start or kept no weights
+    for one of the roles. It checks no config: callers that need the run's cold start to be their own config's
+    check that first (fork_cold_start)."""
+    _check_kept(run, policies)
+    saved = run / COLD_START_DIR
+    for role, policy in policies.items():
+        load_weights(policy, torch.load(saved / f"{role}.pt", weights_only=True))
+    state: dict[str, Any] = json.loads((saved / "state.json").read_text())
+    return state
+
+
+def _check_kept(run: Path, roles: Iterable[str]) -> None:
+    saved = run / COLD_START_DIR
+    if not (saved / "state.json").is_file():
+        raise UserInputError(f"{saved / 'state.json'} does not exist: the run in {run} has not finished its cold "
+                             "start (SFT and the evaluation after it)")
+    missing = [role for role in roles if not (saved / f"{role}.pt").is_file()]
+    if missing:
+        raise UserInputError(f"{saved} has no {missing[0]!r} weights (a cold start of another chain)")
+
+
 def fork_cold_start(cfg: CoReCodeConfig, out: Path, policies: dict[str, HFPolicy],
                     sft_dirs: Sequence[str]) -> dict[str, Any]:
     """Load the cold start of the run in `cfg.cold_start_from` into `policies` (in place) and copy its
     evaluations after SFT (`sft_dirs`) into `out`; returns the state after SFT. Refuses, naming the field or
-    file, a source with another cold-start config or without a finished cold start."""
+    file, a source with another cold-start config or without a finished cold start, before loading anything."""
     assert cfg.cold_start_from is not None, "the caller forks only a config that names a run"
     src = Path(cfg.cold_start_from)
-    saved = src / COLD_START_DIR
-    if not (saved / "state.json").is_file():
-        raise UserInputError(f"cold_start_from: {saved / 'state.json'} does not exist: the run in {src} has not "
-                             "finished its cold start (SFT and the evaluation after it)")
+    try:
+        _check_kept(src, policies)
+    except UserInputError as e:
+        raise UserInputError(f"cold_start_from: {e}") from None
     if src.resolve() == out.resolve():
         raise UserInputError(f"cold_start_from: {src} is this run's own out_dir")
     check_resumable_config(src / "config.json", cfg, may_differ(cfg),
                            advice="a cold start is shared only by runs that differ in RL settings")
-    missing = [role for role in policies if not (saved / f"{role}.pt").is_file()]
-    missing += [d for d in sft_dirs if not (src / d / "samples.jsonl").is_file()]
+    missing = [d for d in sft_dirs if not (src / d / "samples.jsonl").is_file()]
     if missing:
-        raise UserInputError(f"cold_start_from: {src} has no {missing[0]!r} (a cold start of another chain or "
-                             "evaluation settings)")
-    for role, policy in policies.items():
-        load_weights(policy, torch.load(saved / f"{role}.pt", weights_only=True))
+        raise UserInputError(f"cold_start_from: {src} has no {missing[0]!r} (a cold start of other evaluation "
+                             "settings)")
+    state = load_kept_cold_start(src, policies)
     for d in sft_dirs:
         shutil.rmtree(out / d, ignore_errors=True)
         shutil.copytree(src / d, out / d)
-    state = json.loads((saved / "state.json").read_text())
     return {**state, "metrics": [], "cold_start_from": str(src)}
-

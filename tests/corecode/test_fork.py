@@ -2,14 +2,18 @@
 refusals of a source that is not the same cold start."""
 
 import json
+import shutil
 
 import pytest
 import torch
 from test_corecode import SMALL, _final_weights
 
+from coral.benchmarks.splits import build_tasks
 from coral.config import UserInputError
-from coral.corecode.fork import COLD_START_DIR
+from coral.corecode.fork import COLD_START_DIR, load_kept_cold_start
 from coral.corecode.recipe import CoReCodeConfig, train_corecode
+from coral.corecode.setup import build_policies
+from coral.train.checkpoints import policy_weights
 
 
 def _cfg(out, **fields):
@@ -60,3 +64,22 @@ def test_a_source_with_another_cold_start_config_is_refused(source, tmp_path, fi
 def test_a_source_without_a_finished_cold_start_is_refused(tmp_path):
     with pytest.raises(UserInputError, match="sft/cold_start/state.json does not exist"):
         train_corecode(_cfg(tmp_path / "run", cold_start_from=str(tmp_path / "nothing")), progress=False)
+
+
+
+def test_a_source_without_a_roles_weights_is_refused_before_anything_loads(source, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(source[0], src)
+    (src / COLD_START_DIR / "coder.pt").unlink()
+    with pytest.raises(UserInputError, match="cold_start_from: .*sft/cold_start has no 'coder' weights"):
+        train_corecode(_cfg(tmp_path / "run", cold_start_from=str(src)), progress=False)
+    assert not (tmp_path / "run" / "sft").exists()  # no evaluation folder copied
+    cfg = _cfg(tmp_path / "other")
+    policies = build_policies(cfg, build_tasks(cfg.splits)[0])
+    with pytest.raises(UserInputError, match="has no 'coder' weights"):
+        load_kept_cold_start(src, policies)
+    del policies["coder"]
+    state = load_kept_cold_start(src, policies)  # the planner alone loads: the source's cold start
+    kept = torch.load(src / COLD_START_DIR / "planner.pt", weights_only=True)
+    assert all(torch.equal(kept[k], v) for k, v in policy_weights(policies["planner"]).items())
+    assert "metrics" not in state and "sft_loss" in state and "sft_s" in state
