@@ -24,7 +24,7 @@ import argparse
 import json
 import shutil
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,64 +48,90 @@ from coral.trajectory import Task
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rl-steps", type=int, default=20)
-    ap.add_argument("--fixed-tasks", type=int, default=0)
-    ap.add_argument("--sampled-per-task", type=int, default=0)
-    ap.add_argument("--eval-every-steps", type=int, default=0)
-    ap.add_argument("--set", default="{}", help="JSON of CoReCodeConfig fields")
-    ap.add_argument("--from", dest="source", default=None,
-                    help="a run's out_dir: probe the cold start it kept (RL settings from --set only)")
-    args = ap.parse_args()
+    args = _parser().parse_args()
     kw = json.loads(args.set)
-    steps, fixed, sampled, eval_every = args.rl_steps, args.fixed_tasks, args.sampled_per_task, args.eval_every_steps
     if args.source:
         kw = source_config(Path(args.source), kw)
     cfg = from_mapping(CoReCodeConfig, kw, "--set")
     train, test = build_tasks(cfg.splits)
+    fixed = args.fixed_tasks
     pool = train[:fixed] if fixed else rl_tasks(cfg.splits, train)
-    train_eval = train[:fixed] if fixed else train[:200]
     fresh = fresh_tasks(cfg.splits, train, pool)  # cfg.n_fresh_tasks held-out tasks of the training skeletons
     cache = sft_cache(cfg)
     if "out_dir" not in kw:  # evaluations and the SFT checkpoints (resumable, removed once cached) per cold start
         cfg = replace(cfg, out_dir=f"{cache}_probe")
-    t0 = time.time()
     with Sandbox() as sb:
         pols = cold_start(cfg, train, cache)
         for p in pols.values():
             p.batch_size = 128  # as build_policies sets it for the demo
-        def evaluate(when: str) -> str:
-            held_out = evaluate_pass1(cfg, pols, test, sb, when)["pass@1"]
-            on_train = evaluate_pass1(cfg, pols, train_eval, sb, when + "_train")["pass@1"]
-            out = (f"held-out {held_out:.3f} (SE {rate_se(held_out, len(test)):.3f})  "
-                   f"train {on_train:.3f} (SE {rate_se(on_train, len(train_eval)):.3f})")
-            if sampled:
-                rate = evaluate_pass1(cfg, pols, test, sb, when + "_sampled", samples=sampled)["pass@1"]
-                out += f"  held-out sampled (n={sampled}, T={cfg.rl.temperature}) {rate:.3f}"
-            return out + evaluate_fresh(when) + f"  ({time.time() - t0:.0f}s)"
-
-        def evaluate_fresh(when: str) -> str:
-            if not fresh:
-                return ""
-            out = f"  fresh {evaluate_pass1(cfg, pols, fresh, sb, when + '_fresh')['pass@1']:.3f}"
-            if sampled:
-                out += f"  fresh sampled {evaluate_pass1(cfg, pols, fresh, sb, when + '_fresh_sampled', samples=sampled)['pass@1']:.3f}"
-            return out
-
-        print(f"before: {evaluate('before')}", flush=True)
-        if steps == 0:
+        probe = Evaluations(cfg, pols, sb, test, train[:fixed] if fixed else train[:200], fresh, args.sampled_per_task)
+        print(f"before: {probe.all('before')}", flush=True)
+        if args.rl_steps == 0:
             return
-        refs = {r: frozen_copy(pols[r]) for r in cfg.train_roles} if cfg.rl.loss.beta_kl > 0 else {}
-        learners = make_learners(cfg, pols, refs)
-        for step in range(1, steps + 1):
-            batch = next_batch(pool, (step - 1) * cfg.tasks_per_step, cfg.tasks_per_step, cfg.seed)
-            m = rl_step(cfg, step, batch, pols, learners, sb)
-            print(f"step {step}: sampled pass {m['pass_rate']:.3f}  {m['step_s']:.1f}s", flush=True)
-            if eval_every and step % eval_every == 0 and step < steps:
-                rate = evaluate_pass1(cfg, pols, test, sb, f"step{step}")["pass@1"]
-                print(f"step {step}: held-out {rate:.3f}{evaluate_fresh(f'step{step}')}", flush=True)
-        print(f"after:  {evaluate('after')}", flush=True)
+        train_rl(cfg, pols, pool, sb, args.rl_steps, args.eval_every_steps, probe)
+        print(f"after:  {probe.all('after')}", flush=True)
         print(f"held-out greedy, before -> after: {fmt_change(paired_change_between(cfg.out_dir, 'before', 'after'))}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rl-steps", type=int, default=20, help="RL steps (0: evaluate the cold start only)")
+    ap.add_argument("--fixed-tasks", type=int, default=0, help="RL on the first N training tasks only (0: the stream)")
+    ap.add_argument("--sampled-per-task", type=int, default=0, help="also held-out pass@1 from K samples per task")
+    ap.add_argument("--eval-every-steps", type=int, default=0, help="also held-out greedy pass@1 every N steps")
+    ap.add_argument("--set", default="{}", help="JSON of CoReCodeConfig fields")
+    ap.add_argument("--from", dest="source", default=None,
+                    help="a run's out_dir: probe the cold start it kept (RL settings from --set only)")
+    return ap
+
+
+@dataclass
+class Evaluations:
+    """The probe's evaluations of `pols` at one point (`when` names its folders under cfg.out_dir)."""
+
+    cfg: CoReCodeConfig
+    pols: dict[str, HFPolicy]
+    sandbox: Sandbox
+    test: list[Task]
+    train: list[Task]
+    fresh: list[Task]
+    sampled: int  # samples per task of the sampled evaluations (0: none)
+    t0: float = field(default_factory=time.time)
+
+    def rate(self, tasks: list[Task], when: str, samples: int = 1) -> float:
+        return float(evaluate_pass1(self.cfg, self.pols, tasks, self.sandbox, when, samples=samples)["pass@1"])
+
+    def all(self, when: str) -> str:
+        held_out, on_train = self.rate(self.test, when), self.rate(self.train, when + "_train")
+        out = (f"held-out {held_out:.3f} (SE {rate_se(held_out, len(self.test)):.3f})  "
+               f"train {on_train:.3f} (SE {rate_se(on_train, len(self.train)):.3f})")
+        if self.sampled:
+            rate = self.rate(self.test, when + "_sampled", self.sampled)
+            out += f"  held-out sampled (n={self.sampled}, T={self.cfg.rl.temperature}) {rate:.3f}"
+        return out + self.on_fresh(when) + f"  ({time.time() - self.t0:.0f}s)"
+
+    def on_fresh(self, when: str) -> str:
+        if not self.fresh:
+            return ""
+        out = f"  fresh {self.rate(self.fresh, when + '_fresh'):.3f}"
+        if self.sampled:
+            out += f"  fresh sampled {self.rate(self.fresh, when + '_fresh_sampled', self.sampled):.3f}"
+        return out
+
+
+def train_rl(cfg: CoReCodeConfig, pols: dict[str, HFPolicy], pool: list[Task], sb: Sandbox, steps: int,
+             eval_every: int, probe: Evaluations) -> None:
+    """`steps` RL steps on `pool`'s stream, each step's sampled pass rate printed (and held-out greedy pass@1
+    every `eval_every` steps but the last)."""
+    refs = {r: frozen_copy(pols[r]) for r in cfg.train_roles} if cfg.rl.loss.beta_kl > 0 else {}
+    learners = make_learners(cfg, pols, refs)
+    for step in range(1, steps + 1):
+        batch = next_batch(pool, (step - 1) * cfg.tasks_per_step, cfg.tasks_per_step, cfg.seed)
+        m = rl_step(cfg, step, batch, pols, learners, sb)
+        print(f"step {step}: sampled pass {m['pass_rate']:.3f}  {m['step_s']:.1f}s", flush=True)
+        if eval_every and step % eval_every == 0 and step < steps:
+            print(f"step {step}: held-out {probe.rate(probe.test, f'step{step}'):.3f}{probe.on_fresh(f'step{step}')}",
+                  flush=True)
 
 
 def sft_cache(cfg: CoReCodeConfig) -> Path:

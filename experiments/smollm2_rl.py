@@ -36,6 +36,8 @@ from typing import Any
 
 import yaml
 
+from coral.config import merge
+
 CONFIG = Path("configs/corecode_smollm2.yaml")
 OUT = Path("runs/smollm2")
 STEP_LINE = re.compile(r"^\s*(xs|s)\s*=", re.M)  # a step of a code written as a sibling's gold code is
@@ -58,13 +60,6 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in extra.items():
-        out[k] = merged(out.get(k, {}), v) if isinstance(v, dict) else v
-    return out
-
-
 def config(overrides: dict[str, Any]) -> Any:
     """CoReCodeConfig from the study's YAML file and `overrides`."""
     from coral.config import from_mapping
@@ -72,7 +67,7 @@ def config(overrides: dict[str, Any]) -> Any:
 
     base = yaml.safe_load(CONFIG.read_text())
     base.pop("recipe", None)
-    return from_mapping(CoReCodeConfig, merged(base, overrides), f"{CONFIG} + overrides")
+    return from_mapping(CoReCodeConfig, merge(base, overrides), f"{CONFIG} + overrides")
 
 
 def steptime(cfg: Any, steps: int) -> list[dict[str, float]]:
@@ -106,10 +101,10 @@ def train_run(stage: str, name: str, overrides: dict[str, Any]) -> dict[str, Any
     from coral.corecode.recipe import train_corecode
 
     if stage == "sweep":
-        overrides = merged(overrides, {"held_out_split": "validation", "n_fresh_tasks": 0})
+        overrides = merge(overrides, {"held_out_split": "validation", "n_fresh_tasks": 0})
     elif overrides.get("held_out_split", "test") != "test":
         raise SystemExit("stage run reports the test split; choose settings with stage sweep")
-    cfg = config(merged(overrides, {"out_dir": str(OUT / stage / name)}))
+    cfg = config(merge(overrides, {"out_dir": str(OUT / stage / name)}))
     print(f"{stage} {name}: {cfg.out_dir}, held out {cfg.held_out_split}", flush=True)
     return train_corecode(cfg)
 
@@ -295,7 +290,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=2, help="steptime: RL steps timed")
     args = ap.parse_args(argv)
-    overrides = merged(parse_sets(args.set), {"seed": args.seed})
+    overrides = merge(parse_sets(args.set), {"seed": args.seed})
     if args.stage == "steptime":
         steptime(config(overrides), args.steps)
     elif args.stage == "report":

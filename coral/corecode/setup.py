@@ -140,8 +140,6 @@ def sft_references(cfg: CoReCodeConfig, policies: dict[str, HFPolicy], saved: bo
     (`corecode_fork.save_cold_start`, out_dir/sft/cold_start) is loaded into them, not the current weights."""
     if cfg.rl.loss.beta_kl == 0 and not cfg.rl.log_kl:
         return {}
-
-
     refs = {role: frozen_copy(policies[role]) for role in cfg.train_roles}
     for role, ref in refs.items() if saved else ():
         where = Path(cfg.out_dir) / COLD_START_DIR / f"{role}.pt"
