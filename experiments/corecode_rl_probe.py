@@ -12,8 +12,9 @@ only, and the "train" evaluation on those same N (0: the usual stream and the fi
 n_fresh_tasks held-out tasks of the training skeletons. The SFT weights are cached in
 runs/probe_sft_e<epochs>_b<batch>_lr<lr>_s<seed>[_rl<fraction>][_d<d_model>_l<layers>] so that settings
 share one cold start. --from RUN probes the cold start a `coral demo` / train run kept in RUN/sft/cold_start
-instead: the config is RUN's config.json with --set on top, which may change RL settings only (as
-cold_start_from), and the evaluations go to runs/probe_from_<RUN's name> unless --set names an out_dir:
+instead: the config is RUN's config.json with --set on top, which may change RL settings (as cold_start_from)
+and the held-out evaluation (held_out_split, n_test_tasks: choose RL settings on validation from a run evaluated
+on test), and the evaluations go to runs/probe_from_<RUN's name> unless --set names an out_dir:
 
     python -m experiments.corecode_rl_probe --from runs/demo --rl-steps 40 --fixed-tasks 16
 """

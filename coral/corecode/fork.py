@@ -40,6 +40,11 @@ RL_ONLY = ("out_dir", "resume", "cold_start_from", "rl_steps", "train_roles", "t
            "checkpoint_every_steps", "sandbox_workers", "ray_address", "sft_processes", "eval_batch_samples")
 
 
+# fields that act only on the held-out evaluations (the tasks SFT and RL train on do not depend on them): free
+# to differ from the source when no evaluation after SFT is copied (a probe that evaluates on its own)
+EVAL_ONLY = ("held_out_split", "n_test_tasks", "eval_samples_per_task", "n_fresh_tasks")
+
+
 def may_differ(cfg: CoReCodeConfig) -> tuple[str, ...]:
     """Dotted config fields in which a run may differ from the run whose cold start it shares."""
     rl = tuple(f"rl.{k}" for k in flat_fields(asdict(cfg.rl)) if k != "temperature")
@@ -86,7 +91,8 @@ def fork_cold_start(cfg: CoReCodeConfig, out: Path, policies: dict[str, HFPolicy
                     sft_dirs: Sequence[str]) -> dict[str, Any]:
     """Load the cold start of the run in `cfg.cold_start_from` into `policies` (in place) and copy its
     evaluations after SFT (`sft_dirs`) into `out`; returns the state after SFT. Refuses, naming the field or
-    file, a source with another cold-start config or without a finished cold start, before loading anything."""
+    file, a source with another cold-start config or without a finished cold start, before loading anything.
+    With no `sft_dirs` the held-out evaluation settings (EVAL_ONLY) may differ too."""
     assert cfg.cold_start_from is not None, "the caller forks only a config that names a run"
     src = Path(cfg.cold_start_from)
     try:
@@ -95,7 +101,7 @@ def fork_cold_start(cfg: CoReCodeConfig, out: Path, policies: dict[str, HFPolicy
         raise UserInputError(f"cold_start_from: {e}") from None
     if src.resolve() == out.resolve():
         raise UserInputError(f"cold_start_from: {src} is this run's own out_dir")
-    check_resumable_config(src / "config.json", cfg, may_differ(cfg),
+    check_resumable_config(src / "config.json", cfg, may_differ(cfg) + (() if sft_dirs else EVAL_ONLY),
                            advice="a cold start is shared only by runs that differ in RL settings")
     missing = [d for d in sft_dirs if not (src / d / "samples.jsonl").is_file()]
     if missing:

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from coral.benchmarks.splits import build_tasks
 from coral.config import UserInputError
 from coral.corecode.recipe import CoReCodeConfig, train_corecode
 from coral.train.sft import SFTConfig
@@ -61,3 +62,21 @@ def test_a_run_without_a_config_and_a_changed_cold_start_are_refused(load_experi
                                       json.dumps({"out_dir": str(tmp_path / "p"), "sft": {"epochs": 1.0}})])
     with pytest.raises(UserInputError, match="sft.epochs"):
         probe.main()
+
+
+def test_the_probe_may_evaluate_on_another_split(load_experiment, source, tmp_path, monkeypatch, capsys):
+    """Nothing the cold start trained on depends on the held-out split, and the probe copies no evaluation:
+    it may choose settings on validation from a run evaluated on test (a fork of the run may not)."""
+    probe = load_experiment("corecode_rl_probe")
+    changes = {"out_dir": str(tmp_path / "probe"), "held_out_split": "validation", "n_test_tasks": 3}
+    monkeypatch.setattr(sys, "argv", ["corecode_rl_probe.py", "--from", str(source), "--rl-steps", "0",
+                                      "--set", json.dumps(changes)])
+    probe.main()
+    assert "before: held-out" in capsys.readouterr().out
+    ids = [json.loads(line)["task_id"] for line in (tmp_path / "probe" / "before" / "samples.jsonl").open()]
+    held_out = {split: [t.id for t in build_tasks(CoReCodeConfig(**{**SMALL, **changes, "held_out_split": split}).splits)[1]]
+                for split in ("validation", "test")}
+    assert ids == held_out["validation"] != held_out["test"]
+    with pytest.raises(UserInputError, match="held_out_split"):
+        train_corecode(CoReCodeConfig(**{**SMALL, **changes, "out_dir": str(tmp_path / "fork"),
+                                         "cold_start_from": str(source)}), progress=False)
