@@ -82,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--eval-every-steps", type=int, default=0, help="also held-out greedy pass@1 every N steps")
     ap.add_argument("--set", default="{}", help="JSON of CoReCodeConfig fields")
     ap.add_argument("--from", dest="source", default=None,
-                    help="a run's out_dir: probe the cold start it kept (RL settings from --set only)")
+                    help="a run's out_dir: probe the cold start it kept (--set may change RL and held-out "
+                         "evaluation settings only)")
     return ap
 
 
