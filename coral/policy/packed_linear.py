@@ -11,8 +11,9 @@ test_packed_linear.py).
 `packed_linears(model, copies)` runs every `nn.Linear` whose weight is one of `copies` (the bfloat16
 rollout copies of precision.py) on a packed version of that copy, made on first use and kept as long as
 the copy lives: when a master weight changes, precision.py makes a new copy and so a new pack. Packing
-needs oneDNN's `_reorder_linear_weight` (torch's CPU builds have it) and applies to CPU bfloat16 only;
-elsewhere `packing_available` is False and the block changes nothing. Memory: one more copy of the
+needs oneDNN's `_reorder_linear_weight` (torch's CPU builds have it) and a CPU its bfloat16 path runs on
+(AVX-512 or AVX-NE-CONVERT), and applies to CPU bfloat16 only; elsewhere `packing_available` is False and the
+block changes nothing. Memory: one more copy of the
 linears' weights (SmolLM2: about 270 MB).
 
 This module does NOT pack for training (the packed op has no autograd), float32 (not measured: on a CPU
@@ -37,13 +38,19 @@ _PACKED = WeakIdKeyDictionary()
 
 @functools.cache
 def packing_available() -> bool:
-    """Whether this torch can prepack bfloat16 linear weights (oneDNN on the CPU)."""
+    """Whether this torch on this CPU can prepack bfloat16 linear weights: oneDNN's two ops exist, and packing
+    and running a small weight works (oneDNN's bfloat16 path needs AVX512-BW/VL/DQ or AVX-NE-CONVERT; on a CPU
+    without them, an AVX2-only EPYC say, it raises, and the linears keep F.linear: the same bits, unpacked)."""
     ops = torch.ops.mkldnn
     try:
-        return bool(torch.backends.mkldnn.is_available()) and all(
-            callable(getattr(ops, name)) for name in ("_reorder_linear_weight", "_linear_pointwise"))
+        if not (torch.backends.mkldnn.is_available() and all(
+                callable(getattr(ops, name)) for name in ("_reorder_linear_weight", "_linear_pointwise"))):
+            return False
+        weight = torch.ones(8, 8, dtype=torch.bfloat16)
+        _packed_forward(ops._reorder_linear_weight(weight, PACK_ROWS_HINT), None, torch.ones(2, 8, dtype=torch.bfloat16))
     except (AttributeError, RuntimeError):
         return False
+    return True
 
 
 def _packed(copy: torch.Tensor) -> torch.Tensor:
