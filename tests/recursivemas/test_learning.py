@@ -68,10 +68,11 @@ def _one_run(seed: int, out_dir):
 def test_links_trained_through_two_rounds_lower_the_outer_loss_and_raise_training_accuracy(tmp_path, one_thread):
     """At this size the run is seed-sensitive, and which seeds learn depends on the CPU's float kernels: on
     one machine seed 0 went 1.31 -> 0.74, on another seed 0 stuck at 1.39 (about ln 4) and seed 1 went
-    1.35 -> 0.74. So the first of seeds 0-2 whose outer loss falls by 30% must also raise the accuracy; with
-    the links' gradient broken no seed learns and this fails."""
+    1.35 -> 0.74, and on an AVX2-only EPYC seeds 0-3 fell by 12-16% while seed 4 went 1.31 -> 0.62 (and seed 7
+    1.30 -> 0.74; 2026-12-08). So the first of seeds 0-7 whose outer loss falls by 30% must also raise the
+    accuracy; with the links' gradient broken no seed learns and this fails (after all eight runs, about 60 s)."""
     flat = {}
-    for seed in (0, 1, 2):
+    for seed in range(8):
         losses, before, after = _one_run(seed, tmp_path / f"seed{seed}")
         if sum(losses[-3:]) / 3 < 0.7 * sum(losses[:3]) / 3:
             assert after.accuracy > before.accuracy, (seed, before.answers, after.answers)  # measured: 0.5 -> 0.75
