@@ -46,8 +46,8 @@ def packing_available() -> bool:
         if not (torch.backends.mkldnn.is_available() and all(
                 callable(getattr(ops, name)) for name in ("_reorder_linear_weight", "_linear_pointwise"))):
             return False
-        weight = torch.ones(8, 8, dtype=torch.bfloat16)
-        _packed_forward(ops._reorder_linear_weight(weight, PACK_ROWS_HINT), None, torch.ones(2, 8, dtype=torch.bfloat16))
+        weight, rows = torch.ones(8, 8, dtype=torch.bfloat16), torch.ones(2, 8, dtype=torch.bfloat16)
+        _packed_forward(ops._reorder_linear_weight(weight, PACK_ROWS_HINT), None, rows)
     except (AttributeError, RuntimeError):
         return False
     return True

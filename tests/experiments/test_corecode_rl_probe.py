@@ -74,8 +74,8 @@ def test_the_probe_may_evaluate_on_another_split(load_experiment, source, tmp_pa
     probe.main()
     assert "before: held-out" in capsys.readouterr().out
     ids = [json.loads(line)["task_id"] for line in (tmp_path / "probe" / "before" / "samples.jsonl").open()]
-    held_out = {split: [t.id for t in build_tasks(CoReCodeConfig(**{**SMALL, **changes, "held_out_split": split}).splits)[1]]
-                for split in ("validation", "test")}
+    splits = {split: CoReCodeConfig(**{**SMALL, **changes, "held_out_split": split}).splits for split in ("validation", "test")}
+    held_out = {split: [t.id for t in build_tasks(spec)[1]] for split, spec in splits.items()}
     assert ids == held_out["validation"] != held_out["test"]
     with pytest.raises(UserInputError, match="held_out_split"):
         train_corecode(CoReCodeConfig(**{**SMALL, **changes, "out_dir": str(tmp_path / "fork"),
