@@ -30,6 +30,8 @@ def jobs() -> dict:
 
 
 SCRIPT = """
+import faulthandler
+import signal
 import sys
 from pathlib import Path
 from coral.train.sft_parallel import train_sft_many
@@ -37,6 +39,7 @@ sys.path.insert(0, {tests!r})
 from test_sft_interrupt import jobs
 
 if __name__ == "__main__":
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for the stacks of a run that hangs
     out = Path(sys.argv[1])
     try:
         train_sft_many(jobs(), out / "work", progress=False, processes=2,
@@ -64,7 +67,11 @@ def test_ctrl_c_stops_parallel_sft_within_seconds_and_each_policy_resumes_from_i
         try:
             out, _ = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
-            pytest.fail("parallel SFT went on for more than 30 s after Ctrl-C")
+            os.kill(proc.pid, signal.SIGUSR1)  # its threads' stacks, then the whole group goes
+            time.sleep(2)
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            pytest.fail(f"parallel SFT went on for more than 30 s after Ctrl-C; its output and stacks:\n{out[-4000:]}")
         print(f"exited {time.monotonic() - start:.1f} s after Ctrl-C")
         assert time.monotonic() - start < 20 and proc.returncode == 130, out
         assert "interrupted" in out
