@@ -70,21 +70,25 @@ def load_kept_cold_start(run: Path, policies: dict[str, HFPolicy]) -> dict[str, 
     for one of the roles. It checks no config: callers that need the run's cold start to be their own config's
     check that first (fork_cold_start)."""
     _check_kept(run, policies)
+    return _load_kept(run, policies)
+
+
+def _check_kept(run: Path, roles: Iterable[str], prefix: str = "") -> None:
+    saved = run / COLD_START_DIR
+    if not (saved / "state.json").is_file():
+        raise UserInputError(f"{prefix}{saved / 'state.json'} does not exist: the run in {run} has not finished "
+                             "its cold start (SFT and the evaluation after it)")
+    missing = [role for role in roles if not (saved / f"{role}.pt").is_file()]
+    if missing:
+        raise UserInputError(f"{prefix}{saved} has no {missing[0]!r} weights (a cold start of another chain)")
+
+
+def _load_kept(run: Path, policies: dict[str, HFPolicy]) -> dict[str, Any]:
     saved = run / COLD_START_DIR
     for role, policy in policies.items():
         load_weights(policy, torch.load(saved / f"{role}.pt", weights_only=True))
     state: dict[str, Any] = json.loads((saved / "state.json").read_text())
     return state
-
-
-def _check_kept(run: Path, roles: Iterable[str]) -> None:
-    saved = run / COLD_START_DIR
-    if not (saved / "state.json").is_file():
-        raise UserInputError(f"{saved / 'state.json'} does not exist: the run in {run} has not finished its cold "
-                             "start (SFT and the evaluation after it)")
-    missing = [role for role in roles if not (saved / f"{role}.pt").is_file()]
-    if missing:
-        raise UserInputError(f"{saved} has no {missing[0]!r} weights (a cold start of another chain)")
 
 
 def fork_cold_start(cfg: CoReCodeConfig, out: Path, policies: dict[str, HFPolicy],
@@ -95,10 +99,7 @@ def fork_cold_start(cfg: CoReCodeConfig, out: Path, policies: dict[str, HFPolicy
     With no `sft_dirs` the held-out evaluation settings (EVAL_ONLY) may differ too."""
     assert cfg.cold_start_from is not None, "the caller forks only a config that names a run"
     src = Path(cfg.cold_start_from)
-    try:
-        _check_kept(src, policies)
-    except UserInputError as e:
-        raise UserInputError(f"cold_start_from: {e}") from None
+    _check_kept(src, policies, prefix="cold_start_from: ")
     if src.resolve() == out.resolve():
         raise UserInputError(f"cold_start_from: {src} is this run's own out_dir")
     check_resumable_config(src / "config.json", cfg, may_differ(cfg) + (() if sft_dirs else EVAL_ONLY),
@@ -107,7 +108,7 @@ def fork_cold_start(cfg: CoReCodeConfig, out: Path, policies: dict[str, HFPolicy
     if missing:
         raise UserInputError(f"cold_start_from: {src} has no {missing[0]!r} (a cold start of other evaluation "
                              "settings)")
-    state = load_kept_cold_start(src, policies)
+    state = _load_kept(src, policies)  # checked above
     for d in sft_dirs:
         shutil.rmtree(out / d, ignore_errors=True)
         shutil.copytree(src / d, out / d)
