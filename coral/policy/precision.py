@@ -49,12 +49,16 @@ def cpu_has_bf16() -> bool:
     answers = [q for q in queries if callable(q)]
     if len(answers) == len(queries):
         return any(q() for q in answers)
+    return any(flag in cpu_flags() for flag in BF16_CPU_FLAGS)
+
+
+def cpu_flags() -> set[str]:
+    """The flags /proc/cpuinfo lists for this CPU (empty where it cannot be read)."""
     try:
-        flags = {flag for line in CPU_INFO.read_text().splitlines() if line.startswith("flags")
-                 for flag in line.split(":", 1)[1].split()}
+        return {flag for line in CPU_INFO.read_text().splitlines() if line.startswith("flags")
+                for flag in line.split(":", 1)[1].split()}
     except OSError:
-        return False
-    return any(flag in flags for flag in BF16_CPU_FLAGS)
+        return set()
 
 
 def resolve_dtype(spec: str | torch.dtype, device: torch.device | str = "cpu") -> torch.dtype:

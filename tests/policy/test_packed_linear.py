@@ -1,15 +1,13 @@
 """Prepacked bfloat16 linears (coral/policy/packed_linear.py): the same bits as F.linear, used by a bfloat16
 HFPolicy's generate, repacked when a weight changes, inference only, and a no-op where oneDNN cannot pack."""
 
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 from coral.policy import GenerationRequest, SamplingParams, packed_linear, user
 from coral.policy.packed_linear import packed_linears, packing_available
-from coral.policy.precision import low_precision_weights
+from coral.policy.precision import cpu_flags, low_precision_weights
 from coral.policy.tiny import tiny_policy
 
 needs_onednn = pytest.mark.skipif(not packing_available(), reason="this torch build or CPU cannot prepack bfloat16 (no oneDNN, or no AVX-512 / AVX-NE-CONVERT)")
@@ -96,9 +94,8 @@ def test_a_packed_layer_refuses_to_run_under_grad():
 def test_packing_is_available_exactly_where_the_cpu_runs_onednns_bfloat16_path():
     """The probe is neither too strict (which would skip the tests above on a CPU that packs) nor too loose (an
     AVX2-only CPU raised in rollouts): oneDNN's bfloat16 path needs AVX512-BW/VL/DQ or AVX-NE-CONVERT."""
-    flags = {f for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")
-             for f in line.split(":", 1)[1].split()} if Path("/proc/cpuinfo").is_file() else None
-    if flags is None or not torch.backends.mkldnn.is_available():
+    flags = cpu_flags()
+    if not flags or not torch.backends.mkldnn.is_available():
         pytest.skip("no /proc/cpuinfo or no oneDNN to compare with")
     runs_bf16 = {"avx512bw", "avx512vl", "avx512dq"} <= flags or "avx_ne_convert" in flags
     assert packing_available() == runs_bf16
