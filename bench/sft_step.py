@@ -41,19 +41,20 @@ def main() -> None:
     train, _ = build_tasks(cfg.splits)
     coder = build_policies(cfg, train)["coder"]
     data = tokenize_examples(coder, cold_start_data(cfg, sft_tasks(cfg.splits, train), roles=["coder"])["coder"])
-    plan = batch_plan([len(p) + len(c) for p, c in data], role_sft_configs(cfg, ["coder"])["coder"])
+    sft = role_sft_configs(cfg, ["coder"])["coder"]
+    plan = batch_plan([len(p) + len(c) for p, c in data], sft)
     batches = [[data[i] for i in plan[s % len(plan)]] for s in range(args.steps)]
     params = [p for p in coder.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.sft.lr)
+    opt = torch.optim.AdamW(params, lr=sft.lr, weight_decay=sft.weight_decay)
     coder.train()
     step_flops = statistics.mean(flops(coder.model.config, [len(p) + len(c) for p, c in b]) for b in batches)
     print(f"{len(data)} examples, {len(plan)} steps; {step_flops / 1e9:.1f} GFLOP a step on average (padded)")
     parts: dict[int, list[tuple[float, float, float]]] = {t: [] for t in args.threads}
-    one_round(coder, opt, params, batches[:2])  # warm-up
+    one_round(coder, opt, params, batches[:2], sft.max_grad_norm)  # warm-up
     for rep in range(args.repeats):
         for t in args.threads if rep % 2 == 0 else args.threads[::-1]:
             torch.set_num_threads(t)
-            parts[t].append(one_round(coder, opt, params, batches))
+            parts[t].append(one_round(coder, opt, params, batches, sft.max_grad_norm))
     base = None
     for t in args.threads:
         fwd, bwd, opt_s = (statistics.median(x[i] for x in parts[t]) / args.steps for i in range(3))
@@ -67,13 +68,13 @@ def main() -> None:
 
         torch.set_num_threads(args.threads[0])
         with profile(activities=[ProfilerActivity.CPU]) as prof:
-            one_round(coder, opt, params, batches)
+            one_round(coder, opt, params, batches, sft.max_grad_norm)
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
 
 
 def one_round(model: HFPolicy, opt: torch.optim.Optimizer, params: list[torch.Tensor],
-              batches: list[list[tuple[list[int], list[int]]]]) -> tuple[float, float, float]:
-    """Seconds of forward, backward and clip + optimiser step over `batches`, one SFT step each."""
+              batches: list[list[tuple[list[int], list[int]]]], max_grad_norm: float) -> tuple[float, float, float]:
+    """Seconds of forward, backward and clip + optimiser step over `batches`, one SFT step each (as train_sft)."""
     fwd = bwd = step = 0.0
     for batch in batches:
         t0 = time.perf_counter()
@@ -82,7 +83,7 @@ def one_round(model: HFPolicy, opt: torch.optim.Optimizer, params: list[torch.Te
         opt.zero_grad(set_to_none=True)
         loss.backward()
         t2 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
         opt.step()
         fwd, bwd, step = fwd + t1 - t0, bwd + t2 - t1, step + time.perf_counter() - t2
     return fwd, bwd, step
